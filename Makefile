@@ -1,0 +1,33 @@
+# The two entry points: `make demo` (set up + quickstart) and `make test` (set up + tests).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-fast bench setup clean
+
+setup: $(STAMP)
+
+# torch goes first, pinned to the local CPU build, so nothing later pulls a CUDA build.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+	$(PIP) install torch==2.13.0
+	$(PIP) install -e ".[dev]"
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/trivium run --config examples/quickstart.yaml
+
+test: setup
+	$(PY) -m pytest tests -q
+
+test-fast: setup
+	$(PY) -m pytest tests -q -m "not slow"
+
+bench: setup
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

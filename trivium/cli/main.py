@@ -1,0 +1,64 @@
+"""The ``trivium`` command: one subcommand per module in this package.
+
+Each subcommand module defines ``register(subparsers)``, which adds its parser and sets
+``func`` (called with the parsed args; returns an exit code). Modules are imported only
+when listed here, so a heavy import never slows ``trivium --help`` for the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from trivium import __version__
+from trivium.errors import UserError
+
+SUBCOMMAND_MODULES = (
+    "run",
+    "plan",
+    "init",
+    "view",
+    "convert",
+    "log",
+    "debug",
+    "report",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trivium",
+        description="Reinforcement fine-tuning of language models and agents.",
+    )
+    parser.add_argument("--version", action="version", version=f"trivium {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"trivium.cli.{name}")
+        except ModuleNotFoundError as error:
+            if error.name == f"trivium.cli.{name}":
+                continue  # subcommand not part of this build
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

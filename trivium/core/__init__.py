@@ -1,0 +1,1 @@
+"""Records that flow between explorer, buffer and trainer."""

@@ -1,0 +1,108 @@
+"""Experience: one sampled sequence with everything the trainer needs.
+
+Owns the record type that flows explorer -> buffer -> trainer. It knows nothing about
+storage, tokenizers or models.
+
+Token-in, token-out: ``tokens`` are the exact ids the engine produced (prompt followed by
+response); ``logprobs`` are the engine's own per-token logprobs of the response tokens.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+def new_experience_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass
+class Experience:
+    """One prompt + response.
+
+    Shapes (1-D):
+      tokens:      (prompt_length + response_length,) int64
+      logprobs:    (response_length,) float32, engine logprobs of the sampled response tokens
+      action_mask: (response_length,) bool, True where the token is trained on (model-generated)
+      advantages / returns: (response_length,) float32 when filled by the pipeline
+    """
+
+    tokens: torch.Tensor
+    prompt_length: int
+    logprobs: torch.Tensor | None = None
+    action_mask: torch.Tensor | None = None
+    reward: float | None = None
+    advantages: torch.Tensor | None = None
+    returns: torch.Tensor | None = None
+    # Identity and grouping: experiences with the same group_id were sampled from one task.
+    eid: str = field(default_factory=new_experience_id)
+    group_id: str = ""
+    task_id: str = ""
+    run_id: int = 0
+    model_version: int = 0
+    # A prompt that was cut to max_prompt_tokens is kept for metrics but not trained on.
+    prompt_truncated: bool = False
+    prompt_text: str | None = None
+    response_text: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tokens, torch.Tensor):
+            self.tokens = torch.as_tensor(self.tokens, dtype=torch.long)
+        if self.logprobs is not None and not isinstance(self.logprobs, torch.Tensor):
+            self.logprobs = torch.as_tensor(self.logprobs, dtype=torch.float32)
+        if self.action_mask is None:
+            self.action_mask = torch.ones(self.response_length, dtype=torch.bool)
+        elif not isinstance(self.action_mask, torch.Tensor):
+            self.action_mask = torch.as_tensor(self.action_mask, dtype=torch.bool)
+        for name in ("advantages", "returns"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, torch.Tensor):
+                setattr(self, name, torch.as_tensor(value, dtype=torch.float32))
+
+    @property
+    def response_length(self) -> int:
+        return int(self.tokens.numel()) - self.prompt_length
+
+    @property
+    def prompt_tokens(self) -> torch.Tensor:
+        return self.tokens[: self.prompt_length]
+
+    @property
+    def response_tokens(self) -> torch.Tensor:
+        return self.tokens[self.prompt_length :]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-python form (lists, not tensors) for JSON and SQL storage."""
+
+        def listed(value: torch.Tensor | None) -> list | None:
+            return None if value is None else value.tolist()
+
+        return {
+            "eid": self.eid,
+            "group_id": self.group_id,
+            "task_id": self.task_id,
+            "run_id": self.run_id,
+            "model_version": self.model_version,
+            "tokens": listed(self.tokens),
+            "prompt_length": self.prompt_length,
+            "logprobs": listed(self.logprobs),
+            "action_mask": listed(self.action_mask),
+            "reward": self.reward,
+            "advantages": listed(self.advantages),
+            "returns": listed(self.returns),
+            "prompt_truncated": self.prompt_truncated,
+            "prompt_text": self.prompt_text,
+            "response_text": self.response_text,
+            "info": self.info,
+            "metrics": self.metrics,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Experience:
+        return cls(**data)

@@ -1,0 +1,99 @@
+"""One small generic registry, and plugin loading.
+
+A name resolves in this order: a registered name, then a dotted path to a Python object
+(``package.module.Name`` or ``package.module:Name``). Plugins are ``.py`` files in a
+directory given by ``--plugin-dir``; importing them runs their ``@REGISTRY.register``
+decorators.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any, Callable, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class RegistryError(KeyError):
+    def __str__(self) -> str:  # KeyError quotes its message; we want it plain
+        return str(self.args[0])
+
+
+class Registry(Generic[T]):
+    def __init__(self, kind: str, builtin_modules: tuple[str, ...] = ()):
+        self.kind = kind
+        self._items: dict[str, T] = {}
+        # Modules whose import registers the built-ins; imported on first lookup.
+        self._builtin_modules = builtin_modules
+        self._builtins_loaded = False
+
+    def register(self, name: str, obj: T | None = None) -> Callable[[T], T] | T:
+        def add(item: T) -> T:
+            self._items[name] = item
+            return item
+
+        return add(obj) if obj is not None else add
+
+    def _load_builtins(self) -> None:
+        if not self._builtins_loaded:
+            self._builtins_loaded = True
+            for module in self._builtin_modules:
+                importlib.import_module(module)
+
+    def names(self) -> list[str]:
+        self._load_builtins()
+        return sorted(self._items)
+
+    def __contains__(self, name: str) -> bool:
+        self._load_builtins()
+        return name in self._items
+
+    def get(self, name: str) -> T:
+        self._load_builtins()
+        if name in self._items:
+            return self._items[name]
+        if "." in name or ":" in name:
+            return import_object(name)
+        hint = difflib.get_close_matches(name, self._items, n=1)
+        suggestion = f" Did you mean '{hint[0]}'?" if hint else ""
+        raise RegistryError(
+            f"Unknown {self.kind} '{name}'.{suggestion} "
+            f"Known: {', '.join(sorted(self._items)) or '(none)'}; "
+            "or give a dotted path like 'my_package.module:Name'."
+        )
+
+
+def import_object(path: str) -> Any:
+    """Import ``pkg.mod:Name`` or ``pkg.mod.Name``."""
+    if ":" in path:
+        module_name, _, attr = path.partition(":")
+    else:
+        module_name, _, attr = path.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+        return getattr(module, attr)
+    except (ImportError, AttributeError) as error:
+        raise RegistryError(f"Cannot import '{path}': {error}") from error
+
+
+def load_plugin_dir(directory: str | Path) -> list[str]:
+    """Import every ``*.py`` in ``directory``; returns the module names loaded."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"plugin directory not found: {directory}")
+    loaded = []
+    for file in sorted(directory.glob("*.py")):
+        module_name = f"trivium_plugin_{file.stem}"
+        if module_name in sys.modules:
+            loaded.append(module_name)
+            continue
+        spec = importlib.util.spec_from_file_location(module_name, file)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+        loaded.append(module_name)
+    return loaded

@@ -25,6 +25,8 @@ class ExperienceBatch:
     returns: torch.Tensor  # (B, R)
     model_versions: torch.Tensor  # (B,) int64
     prompt_length: int  # P
+    # Rows from an expert (SFT) buffer inside an RL batch, for the ``mix`` loss.
+    expert_mask: torch.Tensor | None = None  # (B,) bool
 
     @property
     def batch_size(self) -> int:
@@ -69,6 +71,7 @@ class ExperienceBatch:
             returns=self.returns[:, :last],
             model_versions=self.model_versions,
             prompt_length=P - first,
+            expert_mask=self.expert_mask,
         )
 
     @classmethod
@@ -86,6 +89,7 @@ class ExperienceBatch:
         returns = torch.zeros((B, R), dtype=torch.float32)
         rewards = torch.zeros(B, dtype=torch.float32)
         versions = torch.zeros(B, dtype=torch.long)
+        expert_mask = torch.zeros(B, dtype=torch.bool)
         for i, exp in enumerate(experiences):
             p, r = exp.prompt_length, exp.response_length
             input_ids[i, P - p : P] = exp.tokens[:p]
@@ -101,6 +105,7 @@ class ExperienceBatch:
                 returns[i, :r] = exp.returns[:r]
             rewards[i] = float(exp.reward or 0.0)
             versions[i] = exp.model_version
+            expert_mask[i] = bool(exp.info.get("is_expert", False))
         position_ids = (attention_mask.long().cumsum(dim=1) - 1).clamp(min=0)
         return cls(
             input_ids=input_ids,
@@ -113,4 +118,5 @@ class ExperienceBatch:
             returns=returns,
             model_versions=versions,
             prompt_length=P,
+            expert_mask=expert_mask,
         )

@@ -1,0 +1,158 @@
+"""The explorer: reads tasks, runs workflows with the current policy, writes experiences.
+
+    explore_step = read_tasks -> run_workflows -> group_advantages -> experience_pipeline -> write
+
+Evaluation runs the eval tasksets with their own repeat times and rollout args. The explorer
+never trains and never touches the trainer's weights; it only loads the versions the
+synchronizer hands it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_groups
+from trivium.buffer.base import BufferExhausted
+from trivium.core.experience import Experience
+from trivium.explorer.metrics import eval_metrics, rollout_metrics
+from trivium.explorer.runner import RunnerPool, split_units
+
+
+@dataclass
+class EvalSet:
+    name: str
+    reader: Any  # a TaskReader over the whole eval split
+    make_reader: Callable[[], Any] | None = None  # fresh reader per evaluation
+
+
+@dataclass
+class ExplorerState:
+    step: int = 0
+    finished: bool = False
+    failed_tasks: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+class Explorer:
+    def __init__(
+        self,
+        *,
+        taskset_reader: Any,
+        writer: Any,
+        runner_pool: RunnerPool,
+        batch_size: int,
+        eval_sets: list[EvalSet] = (),
+        eval_runner_pool: RunnerPool | None = None,
+        experience_pipeline: Any = None,
+        advantage_fn: str | None = None,
+        advantage_fn_args: dict[str, Any] | None = None,
+        max_repeat_times_per_runner: int | None = None,
+        model_version: Callable[[], int] = lambda: 0,
+        logger: logging.Logger | None = None,
+    ):
+        self.taskset_reader = taskset_reader
+        self.writer = writer
+        self.runner_pool = runner_pool
+        self.eval_runner_pool = eval_runner_pool or runner_pool
+        self.batch_size = batch_size
+        self.eval_sets = list(eval_sets)
+        self.experience_pipeline = experience_pipeline
+        self.advantage_fn = ADVANTAGE_FNS.get(advantage_fn) if advantage_fn and advantage_fn != "none" else None
+        self.group_advantages = self.advantage_fn is not None and requires_groups(self.advantage_fn)
+        self.advantage_fn_args = dict(advantage_fn_args or {})
+        self.max_repeat_times_per_runner = max_repeat_times_per_runner
+        self.model_version = model_version
+        self.logger = logger or logging.getLogger("trivium.explorer")
+        self.state = ExplorerState()
+
+    # ------------------------------------------------------------------ one step
+    def explore_step(self) -> dict[str, float] | None:
+        """One step; returns its metrics, or None when the taskset is exhausted."""
+        if self.state.finished:
+            return None
+        start = time.perf_counter()
+        try:
+            tasks = self.taskset_reader.read(self.batch_size)
+        except (BufferExhausted, StopIteration):
+            tasks = []
+        if not tasks:
+            self.state.finished = True
+            return None
+        self.state.step += 1
+        results = self.runner_pool.run(split_units(tasks, self.max_repeat_times_per_runner))
+        experiences = [exp for result in results for exp in result.experiences]
+        version = self.model_version()
+        for exp in experiences:
+            exp.model_version = version
+        if self.group_advantages:
+            self.compute_group_advantages(experiences)
+        pipeline_metrics: dict[str, float] = {}
+        if self.experience_pipeline is not None and experiences:
+            experiences, pipeline_metrics = self.experience_pipeline.process(experiences)
+        if experiences:
+            self.writer.write(experiences)
+        self.state.failed_tasks += sum(not r.ok for r in results)
+        metrics = rollout_metrics(results, experiences, time.perf_counter() - start)
+        metrics.update({f"pipeline/{k}": v for k, v in pipeline_metrics.items()})
+        metrics["explorer/step"] = float(self.state.step)
+        metrics["explorer/model_version"] = float(version)
+        metrics["rollout/failed_tasks_total"] = float(self.state.failed_tasks)
+        self.logger.info("explore step %d: %s", self.state.step, _brief(metrics))
+        return metrics
+
+    def compute_group_advantages(self, experiences: list[Experience]) -> None:
+        """Group-based advantages need every sample of a task; a step holds whole groups."""
+        if not experiences:
+            return
+        group_index = {gid: i for i, gid in enumerate(dict.fromkeys(e.group_id for e in experiences))}
+        rewards = torch.tensor([[float(e.reward)] for e in experiences])
+        mask = torch.ones_like(rewards)
+        group_ids = torch.tensor([group_index[e.group_id] for e in experiences], dtype=torch.long)
+        advantages, _ = self.advantage_fn(
+            token_level_rewards=rewards, response_mask=mask, group_ids=group_ids, **self.advantage_fn_args
+        )
+        for exp, advantage in zip(experiences, advantages[:, 0].tolist()):
+            exp.advantages = torch.full((exp.response_length,), advantage, dtype=torch.float32)
+            exp.returns = exp.advantages.clone()
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        for eval_set in self.eval_sets:
+            reader = eval_set.make_reader() if eval_set.make_reader else eval_set.reader
+            tasks = []
+            while True:
+                try:
+                    chunk = reader.read(max(1, self.batch_size))
+                except (BufferExhausted, StopIteration):
+                    break
+                if not chunk:
+                    break
+                tasks.extend(chunk)
+            start = time.perf_counter()
+            results = self.eval_runner_pool.run(split_units(tasks, None))
+            metrics.update(eval_metrics(eval_set.name, results, time.perf_counter() - start))
+        if metrics:
+            self.logger.info("eval at step %d: %s", self.state.step, _brief(metrics))
+        return metrics
+
+    # ------------------------------------------------------------------ resume
+    def state_dict(self) -> dict[str, Any]:
+        reader_state = self.taskset_reader.state_dict() if hasattr(self.taskset_reader, "state_dict") else {}
+        return {"step": self.state.step, "failed_tasks": self.state.failed_tasks, "taskset": reader_state}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.state.step = int(state.get("step", 0))
+        self.state.failed_tasks = int(state.get("failed_tasks", 0))
+        if state.get("taskset") and hasattr(self.taskset_reader, "load_state_dict"):
+            self.taskset_reader.load_state_dict(state["taskset"])
+
+
+def _brief(metrics: dict[str, float]) -> str:
+    keys = [k for k in metrics if k.endswith(("reward_mean", "accuracy", "pass_rate", "failed_tasks"))]
+    return ", ".join(f"{k}={metrics[k]:.3f}" for k in keys[:8])

@@ -1,0 +1,209 @@
+"""Running workflows: a pool of runners, each attempt bounded by a timeout and retried.
+
+A workflow that raises, hangs or returns garbage never stops the run: the failure is retried
+up to ``max_retry_times``, then counted and logged with the task id. Each runner has its own
+log file through its logger.
+
+Threads cannot be killed, so an attempt that times out is abandoned (its daemon thread may
+finish later; its result is discarded). Asynchronous workflows are cancelled instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import traceback
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from trivium.core.experience import Experience
+from trivium.core.task import Task
+
+
+class WorkflowTimeout(Exception):
+    pass
+
+
+class InvalidWorkflowOutput(Exception):
+    pass
+
+
+@dataclass
+class RunUnit:
+    """A task, or a slice of its repeats when ``max_repeat_times_per_runner`` splits it."""
+
+    task: Task
+    run_id_offset: int = 0
+
+
+@dataclass
+class UnitResult:
+    unit: RunUnit
+    experiences: list[Experience] = field(default_factory=list)
+    error: str | None = None
+    attempts: int = 0
+    timeouts: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def split_units(tasks: list[Task], max_repeat_per_runner: int | None) -> list[RunUnit]:
+    units = []
+    for task in tasks:
+        chunk = max_repeat_per_runner or task.repeat_times
+        for start in range(0, task.repeat_times, max(1, chunk)):
+            size = min(chunk, task.repeat_times - start)
+            units.append(RunUnit(task=replace(task, repeat_times=size), run_id_offset=start))
+    return units
+
+
+def validate_output(output: Any) -> list[Experience]:
+    if not isinstance(output, list) or not all(isinstance(e, Experience) for e in output):
+        raise InvalidWorkflowOutput(f"a workflow must return a list of Experience, got {type(output).__name__}")
+    for exp in output:
+        if exp.response_length < 0 or exp.reward is None:
+            raise InvalidWorkflowOutput("an experience has no reward or a negative response length")
+        if exp.reward != exp.reward or abs(exp.reward) == float("inf"):
+            raise InvalidWorkflowOutput(f"an experience has a non-finite reward {exp.reward}")
+    return output
+
+
+def call_with_timeout(fn: Callable[[], Any], timeout: float | None) -> Any:
+    """Run ``fn`` in a daemon thread; raise WorkflowTimeout if it outlives ``timeout``."""
+    if not timeout:
+        return fn()
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as error:  # re-raised in the caller's thread
+            box["error"] = error
+        finally:
+            done.set()
+
+    threading.Thread(target=target, daemon=True, name="workflow-attempt").start()
+    if not done.wait(timeout):
+        raise WorkflowTimeout(f"workflow did not finish within {timeout:.0f}s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+class RunnerPool:
+    """``num_runners`` runners working through units of one step concurrently."""
+
+    def __init__(
+        self,
+        *,
+        make_workflow: Callable[[Task, int], Any],
+        num_runners: int,
+        concurrent_mode: str = "sequential",
+        max_timeout: float | None = 900,
+        max_retry_times: int = 2,
+        runner_loggers: list[logging.Logger] | None = None,
+        logger: logging.Logger | None = None,
+    ):
+        self.make_workflow = make_workflow
+        self.num_runners = max(1, num_runners)
+        self.concurrent_mode = concurrent_mode
+        self.max_timeout = max_timeout
+        self.max_retry_times = max(0, max_retry_times)
+        self.logger = logger or logging.getLogger("trivium.explorer")
+        self.runner_loggers = runner_loggers or [self.logger] * self.num_runners
+        self.executor = ThreadPoolExecutor(max_workers=self.num_runners, thread_name_prefix="runner")
+        self.runner_states: dict[int, str] = {i: "idle" for i in range(self.num_runners)}
+        self._free_runners: list[int] = list(range(self.num_runners))
+        self._lock = threading.Lock()
+
+    def run(self, units: list[RunUnit]) -> list[UnitResult]:
+        futures: list[Future] = [self.executor.submit(self._run_unit, unit) for unit in units]
+        return [future.result() for future in futures]
+
+    def shutdown(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def _acquire_runner(self) -> int:
+        with self._lock:
+            return self._free_runners.pop() if self._free_runners else 0
+
+    def _release_runner(self, runner_id: int) -> None:
+        with self._lock:
+            self.runner_states[runner_id] = "idle"
+            self._free_runners.append(runner_id)
+
+    def _run_unit(self, unit: RunUnit) -> UnitResult:
+        runner_id = self._acquire_runner()
+        log = self.runner_loggers[runner_id % len(self.runner_loggers)]
+        result = UnitResult(unit=unit)
+        start = time.perf_counter()
+        try:
+            for attempt in range(self.max_retry_times + 1):
+                result.attempts = attempt + 1
+                self.runner_states[runner_id] = f"task {unit.task.task_id} attempt {attempt + 1}"
+                try:
+                    experiences = validate_output(self._attempt(unit, runner_id))
+                    for i, exp in enumerate(experiences):
+                        exp.group_id = exp.group_id or unit.task.task_id
+                        exp.task_id = unit.task.task_id
+                        exp.run_id = unit.run_id_offset + i
+                    result.experiences, result.error = experiences, None
+                    break
+                except Exception as error:  # any workflow failure is retried, then counted
+                    result.timeouts += isinstance(error, WorkflowTimeout)
+                    result.error = f"{type(error).__name__}: {error}"
+                    log.warning(
+                        "task %s failed (attempt %d/%d): %s",
+                        unit.task.task_id,
+                        attempt + 1,
+                        self.max_retry_times + 1,
+                        result.error,
+                    )
+                    log.debug("%s", traceback.format_exc())
+            if result.error:
+                self.logger.error("task %s gave up after %d attempts: %s", unit.task.task_id, result.attempts, result.error)
+        finally:
+            result.seconds = time.perf_counter() - start
+            self._release_runner(runner_id)
+        return result
+
+    def _attempt(self, unit: RunUnit, runner_id: int) -> list[Experience]:
+        workflow = self.make_workflow(unit.task, runner_id)
+        repeats_itself = getattr(workflow, "can_repeat", True)
+        if self.concurrent_mode == "asynchronous":
+            return self._attempt_async(unit, runner_id, workflow, repeats_itself)
+        if repeats_itself or unit.task.repeat_times == 1:
+            return call_with_timeout(workflow.run, self.max_timeout)
+        # One workflow instance per sample when the workflow cannot produce several itself.
+        single = replace(unit.task, repeat_times=1)
+        workflows = [workflow] + [self.make_workflow(single, runner_id) for _ in range(unit.task.repeat_times - 1)]
+        if self.concurrent_mode == "multi-threading":
+            with ThreadPoolExecutor(max_workers=len(workflows)) as pool:
+                parts = list(pool.map(lambda w: call_with_timeout(w.run, self.max_timeout), workflows))
+        else:
+            parts = [call_with_timeout(w.run, self.max_timeout) for w in workflows]
+        return [exp for part in parts for exp in part]
+
+    def _attempt_async(self, unit: RunUnit, runner_id: int, workflow: Any, repeats_itself: bool) -> list[Experience]:
+        if repeats_itself or unit.task.repeat_times == 1:
+            workflows = [workflow]
+        else:
+            single = replace(unit.task, repeat_times=1)
+            workflows = [workflow] + [self.make_workflow(single, runner_id) for _ in range(unit.task.repeat_times - 1)]
+
+        async def run_all() -> list[list[Experience]]:
+            calls = [asyncio.wait_for(w.run_async(), self.max_timeout) for w in workflows]
+            return await asyncio.gather(*calls)
+
+        try:
+            parts = asyncio.run(run_all())
+        except asyncio.TimeoutError as error:
+            raise WorkflowTimeout(f"workflow did not finish within {self.max_timeout:.0f}s") from error
+        return [exp for part in parts for exp in part]

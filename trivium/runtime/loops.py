@@ -1,0 +1,221 @@
+"""The loop of each mode. Each reads top to bottom: explore, train, synchronize, evaluate.
+
+- ``colocate``: explorer and trainer take turns in one thread.
+- ``both``: explorer and trainer run concurrently in two threads of this process; the
+  synchronizer decides when the explorer waits for new weights.
+- ``train``: the trainer alone, from the experience buffer or a dataset (sft, dpo).
+- ``explore``: the explorer alone; it picks up newer checkpoints from the run directory.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from typing import Any
+
+from trivium.buffer.base import BufferExhausted
+from trivium.runtime.session import RunSession
+from trivium.trainer import checkpoint as ckpt
+
+
+def _log(monitor: Any, metrics: dict[str, float] | None, step: int) -> None:
+    if monitor is not None and metrics:
+        monitor.log(metrics, step)
+
+
+def _should_eval(session: RunSession, step: int) -> bool:
+    interval = session.config.explorer.eval_interval
+    return bool(session.explorer.eval_sets) and interval > 0 and step % interval == 0
+
+
+def evaluate(session: RunSession, step: int) -> dict[str, float]:
+    metrics = session.explorer.evaluate()
+    _log(session.explorer_monitor, metrics, step)
+    session.eval_history.append((step, metrics))
+    return metrics
+
+
+def startup_eval(session: RunSession) -> None:
+    """Evaluate the initial model at step 0; not on a restart."""
+    if session.config.explorer.eval_on_startup and session.explorer.state.step == 0 and session.explorer.eval_sets:
+        evaluate(session, 0)
+
+
+def train_available(session: RunSession, reader: Any, pending: int, progress: Any) -> int:
+    """Colocate: train on every full batch the explorer has written; returns what is left."""
+    batch_size = session.config.buffer.train_batch_size
+    total = session.config.trainer.total_steps
+    while pending >= batch_size and not (total and session.trainer.global_step >= total):
+        experiences = reader.read(batch_size, timeout=5.0)
+        pending -= len(experiences)
+        session.remember_probes(experiences)
+        metrics = session.trainer.train_step(experiences)
+        _log(session.trainer_monitor, metrics, session.trainer.global_step)
+        if progress:
+            progress.update_train(session.trainer.global_step)
+        if session.should_save():
+            session.save_checkpoint(final=False)
+    return pending
+
+
+def run_colocate(session: RunSession, progress: Any = None) -> None:
+    from trivium.buffer.factory import create_reader
+
+    explorer, sync = session.explorer, session.synchronizer
+    reader = create_reader(session.config.buffer.trainer_input.experience_buffer)
+    startup_eval(session)
+    pending = 0
+    while True:
+        metrics = explorer.explore_step()
+        if metrics is None:
+            break
+        pending += int(metrics.get("rollout/num_experiences", 0))
+        _log(session.explorer_monitor, metrics, explorer.state.step)
+        if progress:
+            progress.update_explore(explorer.state.step)
+        if explorer.state.step % sync.sync_interval == 0:
+            before = session.trainer.global_step
+            pending = train_available(session, reader, pending, progress)
+            if session.trainer.global_step > before:
+                # One thread: the engine copies the tensors, so no snapshot is needed.
+                session.publish_weights(copy=False)
+                sync_metrics = session.load_weights(sync.poll())
+                _log(session.explorer_monitor, sync_metrics, explorer.state.step)
+        if _should_eval(session, explorer.state.step):
+            evaluate(session, explorer.state.step)
+        total = session.config.trainer.total_steps
+        if total and session.trainer.global_step >= total:
+            break
+    if pending:
+        session.trainer_log.info("%d experiences left over (less than one training batch)", pending)
+
+
+def run_both(session: RunSession, progress: Any = None) -> None:
+    from trivium.buffer.factory import create_reader
+
+    explorer, sync, trainer = session.explorer, session.synchronizer, session.trainer
+    reader = create_reader(session.config.buffer.trainer_input.experience_buffer)
+    batch_size = session.config.buffer.train_batch_size
+    total = session.config.trainer.total_steps
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def explorer_loop() -> None:
+        try:
+            startup_eval(session)
+            while not stop.is_set():
+                next_step = explorer.state.step + 1
+                update = None
+                if sync.sync_style == "trainer_driven":
+                    update = sync.poll()
+                elif sync.explorer_should_sync(next_step):
+                    if sync.sync_style == "explorer_driven":
+                        update = sync.request_sync()
+                    else:
+                        update = sync.wait_for(sync.required_version(next_step))
+                if update is not None:
+                    _log(session.explorer_monitor, session.load_weights(update), explorer.state.step)
+                metrics = explorer.explore_step()
+                if metrics is None:
+                    break
+                _log(session.explorer_monitor, metrics, explorer.state.step)
+                if progress:
+                    progress.update_explore(explorer.state.step)
+                if _should_eval(session, explorer.state.step):
+                    evaluate(session, explorer.state.step)
+        except BaseException as error:
+            errors.append(error)
+            session.explorer_log.error("explorer failed: %s", traceback.format_exc())
+            stop.set()
+        finally:
+            session.writer.finish()
+
+    def trainer_loop() -> None:
+        try:
+            while not stop.is_set() and not (total and trainer.global_step >= total):
+                try:
+                    experiences = reader.read(batch_size)
+                except BufferExhausted:
+                    break
+                if len(experiences) < batch_size:
+                    session.trainer_log.info("read a partial batch of %d; training on it", len(experiences))
+                if not experiences:
+                    continue
+                session.remember_probes(experiences)
+                metrics = trainer.train_step(experiences)
+                _log(session.trainer_monitor, metrics, trainer.global_step)
+                if progress:
+                    progress.update_train(trainer.global_step)
+                if sync.trainer_should_publish(trainer.model_version):
+                    session.publish_weights(copy=True)
+                if session.should_save():
+                    session.save_checkpoint(final=False)
+        except BaseException as error:
+            errors.append(error)
+            session.trainer_log.error("trainer failed: %s", traceback.format_exc())
+            stop.set()
+        finally:
+            session.publish_weights(copy=True)
+            sync.trainer_finished()
+
+    threads = [
+        threading.Thread(target=explorer_loop, name="explorer", daemon=True),
+        threading.Thread(target=trainer_loop, name="trainer", daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+def run_train(session: RunSession, progress: Any = None) -> None:
+    from trivium.buffer.factory import create_reader
+
+    config, trainer = session.config, session.trainer
+    storage = config.buffer.trainer_input.experience_buffer
+    dataset_mode = config.algorithm.policy_loss_fn in ("sft", "dpo") or storage.storage_type == "file"
+    reader = (
+        create_reader(storage, tokenizer=session.tokenizer, total_epochs=config.buffer.total_epochs)
+        if dataset_mode
+        else create_reader(storage)
+    )
+    total = config.trainer.total_steps
+    batch_size = config.buffer.train_batch_size
+    while not (total and trainer.global_step >= total):
+        try:
+            experiences = reader.read(batch_size)
+        except BufferExhausted:
+            break
+        if not experiences:
+            break
+        metrics = trainer.train_step(experiences)
+        _log(session.trainer_monitor, metrics, trainer.global_step)
+        if progress:
+            progress.update_train(trainer.global_step)
+        if session.should_save():
+            session.save_checkpoint(final=False)
+
+
+def run_explore(session: RunSession, progress: Any = None) -> None:
+    """Explore alone; between steps, load a newer checkpoint if a trainer wrote one."""
+    explorer = session.explorer
+    startup_eval(session)
+    while True:
+        latest = ckpt.latest_checkpoint(session.run_dir)
+        if latest is not None and latest > session.engines[0].version():
+            from trivium.runtime.session import _load_actor_weights
+            from trivium.sync.synchronizer import WeightUpdate
+
+            weights = _load_actor_weights(ckpt.step_dir(session.run_dir, latest) / "actor")
+            _log(session.explorer_monitor, session.load_weights(WeightUpdate(latest, weights=weights)), explorer.state.step)
+        metrics = explorer.explore_step()
+        if metrics is None:
+            break
+        _log(session.explorer_monitor, metrics, explorer.state.step)
+        if progress:
+            progress.update_explore(explorer.state.step)
+        if _should_eval(session, explorer.state.step):
+            evaluate(session, explorer.state.step)
+    session.writer.finish()

@@ -1,0 +1,211 @@
+"""Weight synchronization between the trainer and the explorer, with versions.
+
+The trainer ``publish``es a weight version; the explorer ``wait_for``s the version it needs
+(or ``poll``s for a newer one), loads it into its engines, and ``confirm``s what the engines
+report. When the explorer should sync and which version it needs follow ``sync_style``:
+
+- ``fixed``: before explorer step ``1 + m * sync_interval`` it needs trainer version
+  ``m * sync_interval * train_steps_per_explore_step - sync_offset`` (the explorer may run
+  ``sync_offset`` steps ahead of the trainer).
+- ``explorer_driven``: every ``sync_interval`` explorer steps it asks for the trainer's newest
+  weights, whatever the trainer's step, and waits for the trainer to hand them over.
+- ``trainer_driven``: the trainer publishes every ``sync_interval`` of its steps; the explorer
+  picks up the newest at its next step boundary without waiting.
+
+Transports: ``memory`` hands over tensors in-process; ``checkpoint`` writes the weights under
+the run directory and hands over the path. A wait longer than ``sync_timeout`` raises
+``SyncTimeout``: a clear error, never a hang.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+
+class SyncTimeout(RuntimeError):
+    pass
+
+
+@dataclass
+class WeightUpdate:
+    version: int
+    weights: dict[str, torch.Tensor] | None = None  # memory transport
+    path: str | None = None  # checkpoint transport
+    # Sequences the engine sampled, with the trainer's logprobs of them under this version.
+    probes: list | None = None
+    probe_scores: list[torch.Tensor] | None = None
+
+    def load(self) -> dict[str, torch.Tensor]:
+        if self.weights is not None:
+            return self.weights
+        return load_file(self.path)
+
+
+class Synchronizer:
+    def __init__(
+        self,
+        *,
+        sync_method: str = "memory",
+        sync_style: str = "fixed",
+        sync_interval: int = 1,
+        sync_offset: int = 0,
+        sync_timeout: float = 1200,
+        train_steps_per_explore_step: float = 1.0,
+        run_dir: str | Path | None = None,
+        logger: logging.Logger | None = None,
+    ):
+        if sync_method not in ("memory", "checkpoint", "nccl"):
+            raise ValueError(f"unknown sync_method {sync_method!r}")
+        # nccl moves tensors between processes on GPUs; within one process memory is the same thing.
+        self.sync_method = "memory" if sync_method == "nccl" else sync_method
+        self.sync_style = sync_style
+        self.sync_interval = max(1, int(sync_interval))
+        self.sync_offset = max(0, int(sync_offset))
+        self.sync_timeout = sync_timeout
+        self.ratio = train_steps_per_explore_step
+        self.run_dir = Path(run_dir) if run_dir else None
+        self.logger = logger or logging.getLogger("trivium.sync")
+        self._latest: WeightUpdate | None = None
+        self._cond = threading.Condition()
+        self._sync_requested = False
+        self._trainer_finished = False
+        self.confirmed_version = 0
+
+    # ------------------------------------------------------------------ explorer side
+    def explorer_should_sync(self, next_explore_step: int) -> bool:
+        """Whether the explorer syncs before running step ``next_explore_step`` (1-based)."""
+        return next_explore_step > 1 and (next_explore_step - 1) % self.sync_interval == 0
+
+    def required_version(self, next_explore_step: int) -> int:
+        done = next_explore_step - 1
+        return max(0, int(done * self.ratio) - self.sync_offset)
+
+    def wait_for(self, min_version: int, timeout: float | None = None) -> WeightUpdate | None:
+        """Block until a version >= ``min_version`` is published (None if it is already loaded)."""
+        if min_version <= self.confirmed_version:
+            return None
+        deadline = time.monotonic() + (self.sync_timeout if timeout is None else timeout)
+        with self._cond:
+            while self._latest is None or self._latest.version < min_version:
+                if self._trainer_finished:
+                    return self._latest if self._latest and self._latest.version > self.confirmed_version else None
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    have = self._latest.version if self._latest else 0
+                    raise SyncTimeout(
+                        f"the explorer waited {self.sync_timeout:.0f}s (synchronizer.sync_timeout) for weight "
+                        f"version {min_version}, but the trainer has published only version {have}. "
+                        "The trainer may be stuck or too slow; raise sync_timeout or check log/trainer.log."
+                    )
+                self._cond.wait(remaining)
+            return self._latest
+
+    def request_sync(self, timeout: float | None = None) -> WeightUpdate | None:
+        """explorer_driven: ask for the trainer's newest weights and wait for them."""
+        with self._cond:
+            have = self._latest.version if self._latest else 0
+            self._sync_requested = True
+            self._cond.notify_all()
+        return self.wait_for(max(have + 1, self.confirmed_version + 1), timeout)
+
+    def poll(self) -> WeightUpdate | None:
+        """trainer_driven: the newest published weights if newer than what is loaded."""
+        with self._cond:
+            if self._latest is not None and self._latest.version > self.confirmed_version:
+                return self._latest
+        return None
+
+    def confirm(self, version: int) -> None:
+        """The engines now serve ``version``."""
+        with self._cond:
+            self.confirmed_version = version
+            self._cond.notify_all()
+        self.logger.info("explorer now serves weight version %d", version)
+
+    # ------------------------------------------------------------------ trainer side
+    def trainer_should_publish(self, trainer_version: int) -> bool:
+        if self.sync_style == "explorer_driven":
+            with self._cond:
+                return self._sync_requested
+        if self.sync_style == "trainer_driven":
+            return trainer_version % self.sync_interval == 0
+        # fixed: exactly the versions the explorer will ask for
+        block = max(1, round(self.sync_interval * self.ratio))
+        return (trainer_version + self.sync_offset) % block == 0
+
+    def publish(
+        self,
+        version: int,
+        weights: dict[str, torch.Tensor],
+        *,
+        copy: bool = True,
+        probes: list | None = None,
+        probe_scores: list[torch.Tensor] | None = None,
+    ) -> None:
+        if self.sync_method == "checkpoint":
+            if self.run_dir is None:
+                raise ValueError("checkpoint sync needs a run directory")
+            directory = self.run_dir / "sync"
+            directory.mkdir(parents=True, exist_ok=True)
+            path = directory / f"weights_v{version}.safetensors"
+            tmp = path.with_suffix(".tmp")
+            save_file({k: v.contiguous() for k, v in _dedup(weights).items()}, str(tmp))
+            tmp.rename(path)
+            update = WeightUpdate(version=version, path=str(path), probes=probes, probe_scores=probe_scores)
+        else:
+            # The trainer keeps updating its tensors in place; hand over a snapshot when it runs on.
+            snapshot = {k: v.detach().clone() for k, v in weights.items()} if copy else weights
+            update = WeightUpdate(version=version, weights=snapshot, probes=probes, probe_scores=probe_scores)
+        with self._cond:
+            previous = self._latest
+            self._latest = update
+            self._sync_requested = False
+            self._cond.notify_all()
+        if previous is not None and previous.path and previous.path != update.path:
+            Path(previous.path).unlink(missing_ok=True)
+        self.logger.info("trainer published weight version %d (%s)", version, self.sync_method)
+
+    def trainer_finished(self) -> None:
+        with self._cond:
+            self._trainer_finished = True
+            self._cond.notify_all()
+
+    def wait_confirmed(self, version: int, timeout: float | None = None) -> None:
+        """Trainer side of a fixed-style barrier: wait until the explorer serves ``version``."""
+        deadline = time.monotonic() + (self.sync_timeout if timeout is None else timeout)
+        with self._cond:
+            while self.confirmed_version < version:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise SyncTimeout(
+                        f"the trainer waited {self.sync_timeout:.0f}s for the explorer to load version {version}; "
+                        "check log/explorer.log"
+                    )
+                self._cond.wait(remaining)
+
+
+def _dedup(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """safetensors refuses shared storage (tied embeddings): store each tensor once by clone."""
+    seen: dict[int, str] = {}
+    out = {}
+    for name, tensor in weights.items():
+        key = tensor.data_ptr()
+        out[name] = tensor.clone() if key in seen else tensor
+        seen.setdefault(key, name)
+    return out
+
+
+def load_update_into(engine: Any, update: WeightUpdate) -> int:
+    """Load ``update`` into an engine and return the version the engine confirms."""
+    confirmed = engine.update_weights(update.load(), update.version)
+    if confirmed != update.version:
+        raise RuntimeError(f"engine confirmed version {confirmed} after loading version {update.version}")
+    return confirmed

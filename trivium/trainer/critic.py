@@ -1,0 +1,43 @@
+"""The critic: a causal LM trunk with a scalar value head, for PPO's GAE advantages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import AutoModel
+
+from trivium.core.batch import ExperienceBatch
+
+
+class CriticModel(torch.nn.Module):
+    def __init__(self, trunk: torch.nn.Module):
+        super().__init__()
+        self.trunk = trunk
+        self.value_head = torch.nn.Linear(trunk.config.hidden_size, 1)
+        # Start near zero so early advantages are reward-driven, not noise-driven.
+        torch.nn.init.zeros_(self.value_head.weight)
+        torch.nn.init.zeros_(self.value_head.bias)
+
+    @classmethod
+    def from_pretrained(cls, path: str, dtype: torch.dtype = torch.float32) -> CriticModel:
+        critic = cls(AutoModel.from_pretrained(path, dtype=dtype))
+        head = Path(path) / "value_head.safetensors"
+        if head.exists():
+            critic.value_head.load_state_dict(load_file(str(head)))
+        return critic
+
+    def save_value_head(self, directory: str | Path) -> None:
+        save_file({k: v.contiguous() for k, v in self.value_head.state_dict().items()}, str(Path(directory) / "value_head.safetensors"))
+
+    def response_values(self, batch: ExperienceBatch) -> torch.Tensor:
+        """Value of the state before each response token: (B, R)."""
+        hidden = self.trunk(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask.long(),
+            position_ids=batch.position_ids,
+            use_cache=False,
+        ).last_hidden_state
+        P, R = batch.prompt_length, batch.response_length
+        return self.value_head(hidden[:, P - 1 : P + R - 1, :]).squeeze(-1).float()

@@ -1,0 +1,58 @@
+"""Splitting a training batch into micro-batches, and the weight of each in the loss.
+
+Gradient accumulation must give the same gradient as one pass over the whole batch, so each
+micro-batch's loss is scaled by its share of what the aggregation averages over: tokens for
+``token-mean``, sequences for the ``seq-mean-*`` modes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trivium.core.batch import ExperienceBatch
+
+
+def split_by_count(batch: ExperienceBatch, micro_batch_size: int) -> list[list[int]]:
+    size = max(1, int(micro_batch_size))
+    rows = list(range(batch.batch_size))
+    return [rows[start : start + size] for start in range(0, batch.batch_size, size)]
+
+
+def split_by_token_budget(batch: ExperienceBatch, max_tokens: int) -> list[list[int]]:
+    """Pack rows, longest first, into micro-batches whose padded size stays within ``max_tokens``.
+
+    A row longer than the budget gets a micro-batch of its own rather than being dropped.
+    """
+    lengths = batch.attention_mask.sum(dim=1)
+    order = torch.argsort(lengths, descending=True).tolist()
+    groups: list[list[int]] = []
+    current: list[int] = []
+    current_max = 0
+    for row in order:
+        length = int(lengths[row])
+        widest = max(current_max, length)
+        if current and widest * (len(current) + 1) > max_tokens:
+            groups.append(current)
+            current, widest = [], length
+        current.append(row)
+        current_max = widest
+    if current:
+        groups.append(current)
+    return [sorted(group) for group in groups]
+
+
+def plan_micro_batches(
+    batch: ExperienceBatch, *, use_dynamic_bsz: bool, micro_batch_size: int, max_token_len: int
+) -> list[list[int]]:
+    """Row indices of each micro-batch; ``batch.select(rows)`` builds it."""
+    if use_dynamic_bsz:
+        return split_by_token_budget(batch, max_token_len)
+    return split_by_count(batch, micro_batch_size)
+
+
+def loss_scale(micro: ExperienceBatch, whole: ExperienceBatch, loss_agg_mode: str) -> float:
+    """The weight of a micro-batch's aggregated loss in the whole batch's loss."""
+    if loss_agg_mode == "token-mean":
+        total = float(whole.response_mask.sum())
+        return float(micro.response_mask.sum()) / total if total > 0 else 0.0
+    return micro.batch_size / whole.batch_size

@@ -1,0 +1,59 @@
+"""Everything the trainer reads from the resolved config, gathered once at set-up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class LossSettings:
+    policy_loss_fn: str = "ppo"
+    policy_loss_fn_args: dict[str, Any] = field(default_factory=dict)
+    advantage_fn: str = "grpo"
+    advantage_fn_args: dict[str, Any] = field(default_factory=dict)
+    kl_penalty_fn: str = "none"
+    kl_penalty_coef: float = 0.0
+    kl_loss_fn: str = "none"
+    kl_loss_coef: float = 0.0
+    entropy_loss_fn: str = "none"
+    entropy_coef: float = 0.0
+    loss_agg_mode: str = "token-mean"
+
+    @property
+    def needs_reference(self) -> bool:
+        uses_kl = (self.kl_loss_fn != "none" and self.kl_loss_coef > 0) or (
+            self.kl_penalty_fn != "none" and self.kl_penalty_coef > 0
+        )
+        return uses_kl or self.policy_loss_fn == "dpo"
+
+
+@dataclass
+class TrainerSettings:
+    model_path: str
+    critic_model_path: str | None = None
+    use_critic: bool = False
+    lr: float = 1e-6
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.999)
+    lr_scheduler_type: str = "constant"
+    lr_warmup_steps_ratio: float = 0.0
+    min_lr_ratio: float = 0.0
+    critic_lr: float = 1e-5
+    critic_warmup_steps: int = 0
+    cliprange_value: float = 0.5
+    grad_clip: float = 1.0
+    ppo_epochs: int = 1
+    micro_batch_size: int = 8
+    use_dynamic_bsz: bool = False
+    max_token_len_per_gpu: int = 16384
+    total_steps: int | None = None
+    # "auto": reuse the update's own forward when the batch gets one optimizer step (the
+    # logprobs are then identical to a separate pass); "recompute": a no-grad pass before
+    # updating; "engine": the rollout engine's logprobs (the true behaviour policy).
+    old_logprobs_source: str = "auto"
+    gradient_checkpointing: bool = False
+    staleness_limit: int | None = None
+    staleness_mode: str = "drop"  # or "downweight"
+    loss: LossSettings = field(default_factory=LossSettings)
+    dtype: str = "float32"

@@ -1,0 +1,347 @@
+"""The PyTorch trainer: one ``train_step`` turns a batch of experiences into one update.
+
+    train_step = build_batch -> compute_reference -> compute_values -> compute_advantages
+                 -> update_policy -> update_critic
+
+The loss math lives in ``trivium.algorithm``; this module only moves tensors, accumulates
+gradients over micro-batches, steps optimizers and keeps checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from trivium.algorithm.advantages import ADVANTAGE_FNS
+from trivium.algorithm.aggregation import aggregate_loss, masked_mean
+from trivium.algorithm.entropy import ENTROPY_LOSS_FNS
+from trivium.algorithm.kl import KL_FNS, apply_kl_penalty, kl_loss
+from trivium.algorithm.policy_losses import POLICY_LOSS_FNS
+from trivium.algorithm.value_loss import clipped_value_loss
+from trivium.core.batch import ExperienceBatch
+from trivium.core.experience import Experience
+from trivium.trainer import checkpoint as ckpt
+from trivium.trainer.critic import CriticModel
+from trivium.trainer.forward import response_logprobs, whole_batch_logprobs
+from trivium.trainer.micro_batch import loss_scale, plan_micro_batches
+from trivium.trainer.optim import build_optimizer, build_scheduler
+from trivium.trainer.settings import TrainerSettings
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": torch.float32}
+
+
+def load_causal_lm(path: str, dtype: str = "float32", trainable: bool = True) -> torch.nn.Module:
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES.get(dtype, torch.float32))
+    model.config.use_cache = False
+    if not trainable:
+        model.eval()
+        model.requires_grad_(False)
+    return model
+
+
+class Trainer:
+    def __init__(
+        self,
+        settings: TrainerSettings,
+        *,
+        run_dir: str | Path,
+        tokenizer: Any = None,
+        pad_token_id: int = 0,
+        logger: logging.Logger | None = None,
+    ):
+        self.settings = settings
+        self.run_dir = Path(run_dir)
+        self.tokenizer = tokenizer
+        self.pad_token_id = pad_token_id
+        self.logger = logger or logging.getLogger("trivium.trainer")
+        self.global_step = 0
+
+        self.actor = load_causal_lm(settings.model_path, settings.dtype)
+        if settings.gradient_checkpointing:
+            self.actor.gradient_checkpointing_enable()
+        self.actor.train()
+        self.reference = (
+            load_causal_lm(settings.model_path, settings.dtype, trainable=False) if settings.loss.needs_reference else None
+        )
+        schedule = dict(
+            scheduler_type=settings.lr_scheduler_type,
+            total_steps=settings.total_steps,
+            warmup_ratio=settings.lr_warmup_steps_ratio,
+            min_lr_ratio=settings.min_lr_ratio,
+        )
+        self.optimizer = build_optimizer(
+            self.actor.parameters(), lr=settings.lr, weight_decay=settings.weight_decay, betas=settings.betas
+        )
+        self.scheduler = build_scheduler(self.optimizer, **schedule)
+        self.critic = self.critic_optimizer = self.critic_scheduler = None
+        if settings.use_critic:
+            self.critic = CriticModel.from_pretrained(settings.critic_model_path or settings.model_path)
+            self.critic.train()
+            self.critic_optimizer = build_optimizer(
+                self.critic.parameters(), lr=settings.critic_lr, weight_decay=settings.weight_decay
+            )
+            self.critic_scheduler = build_scheduler(self.critic_optimizer, **schedule)
+
+    # ------------------------------------------------------------------ the step
+    def train_step(self, experiences: list[Experience]) -> dict[str, float]:
+        start = time.perf_counter()
+        experiences, stale_metrics = self.apply_staleness_control(experiences)
+        if not experiences:
+            return {"trainer/skipped_empty_batch": 1.0, **stale_metrics}
+        batch = ExperienceBatch.from_experiences(experiences, self.pad_token_id)
+        plan = self.plan(batch)
+        metrics: dict[str, float] = dict(stale_metrics)
+
+        ref_logprobs = whole_batch_logprobs(self.reference, batch, plan) if self.reference is not None else None
+        values = self.compute_values(batch, plan) if self.critic is not None else None
+        metrics.update(self.compute_advantages(batch, experiences, values, ref_logprobs))
+
+        old_logprobs = self.compute_old_logprobs(batch, plan)
+        metrics.update(self.update_policy(batch, plan, old_logprobs, ref_logprobs))
+        if self.critic is not None:
+            metrics.update(self.update_critic(batch, plan, values))
+
+        self.global_step += 1
+        elapsed = time.perf_counter() - start
+        tokens = batch.num_tokens
+        metrics.update(
+            {
+                "trainer/step": float(self.global_step),
+                "time/train_step": elapsed,
+                "time/throughput_train_tokens_per_s": tokens / elapsed if elapsed > 0 else 0.0,
+                "trainer/batch_size": float(batch.batch_size),
+                "response_length/mean": float(batch.response_mask.sum(dim=1).mean()),
+                "reward/mean": float(batch.rewards.mean()),
+            }
+        )
+        return metrics
+
+    def plan(self, batch: ExperienceBatch) -> list[list[int]]:
+        s = self.settings
+        if s.loss.policy_loss_fn == "dpo":
+            # Chosen/rejected pairs must stay together in one micro-batch.
+            size = max(2, s.micro_batch_size - s.micro_batch_size % 2)
+            rows = list(range(batch.batch_size))
+            return [rows[i : i + size] for i in range(0, len(rows), size)]
+        return plan_micro_batches(
+            batch,
+            use_dynamic_bsz=s.use_dynamic_bsz,
+            micro_batch_size=s.micro_batch_size,
+            max_token_len=s.max_token_len_per_gpu,
+        )
+
+    # ------------------------------------------------------------------ stages of a step
+    def apply_staleness_control(self, experiences: list[Experience]) -> tuple[list[Experience], dict[str, float]]:
+        staleness = [self.global_step - e.model_version for e in experiences]
+        metrics = {
+            "staleness/mean": sum(staleness) / max(1, len(staleness)),
+            "staleness/max": float(max(staleness, default=0)),
+        }
+        limit = self.settings.staleness_limit
+        if limit is None:
+            return experiences, metrics
+        if self.settings.staleness_mode == "drop":
+            kept = [e for e, s in zip(experiences, staleness) if s <= limit]
+            metrics["staleness/dropped"] = float(len(experiences) - len(kept))
+            return kept, metrics
+        for exp, s in zip(experiences, staleness):
+            if s > limit and exp.advantages is not None:
+                # Older than the bound: shrink its say in the update instead of dropping it.
+                exp.advantages = exp.advantages / (1 + s - limit)
+        return experiences, metrics
+
+    def compute_values(self, batch: ExperienceBatch, plan: list[list[int]]) -> torch.Tensor:
+        values = torch.zeros_like(batch.response_mask)
+        with torch.no_grad():
+            for rows in plan:
+                micro = batch.select(rows)
+                values[rows, : micro.response_length] = self.critic.response_values(micro)
+        return values
+
+    def compute_advantages(
+        self,
+        batch: ExperienceBatch,
+        experiences: list[Experience],
+        values: torch.Tensor | None,
+        ref_logprobs: torch.Tensor | None,
+    ) -> dict[str, float]:
+        """Fill ``batch.advantages``/``returns`` unless the explorer already did (group-based)."""
+        loss = self.settings.loss
+        metrics: dict[str, float] = {}
+        if loss.advantage_fn == "none" or all(e.advantages is not None for e in experiences):
+            return metrics
+        token_rewards = torch.zeros_like(batch.response_mask)
+        lengths = batch.attention_mask[:, batch.prompt_length :].sum(dim=1)
+        rows = torch.arange(batch.batch_size)
+        token_rewards[rows, (lengths - 1).clamp(min=0)] = batch.rewards
+        if ref_logprobs is not None and loss.kl_penalty_fn != "none" and loss.kl_penalty_coef > 0:
+            with torch.no_grad():
+                current = whole_batch_logprobs(self.actor, batch, self.plan(batch))
+            kl = KL_FNS.get(loss.kl_penalty_fn)(current, ref_logprobs)
+            token_rewards, kl_metrics = apply_kl_penalty(token_rewards, kl, batch.response_mask, loss.kl_penalty_coef)
+            metrics.update(kl_metrics)
+        group_index = {gid: i for i, gid in enumerate(dict.fromkeys(e.group_id for e in experiences))}
+        group_ids = torch.tensor([group_index[e.group_id] for e in experiences], dtype=torch.long)
+        baseline = torch.tensor([float(e.info.get("baseline_reward", 0.0)) for e in experiences])
+        advantages, returns = ADVANTAGE_FNS.get(loss.advantage_fn)(
+            token_level_rewards=token_rewards,
+            response_mask=batch.response_mask,
+            group_ids=group_ids,
+            values=values,
+            baseline_rewards=baseline,
+            **loss.advantage_fn_args,
+        )
+        batch.advantages, batch.returns = advantages, returns
+        return metrics
+
+    def compute_old_logprobs(self, batch: ExperienceBatch, plan: list[list[int]]) -> torch.Tensor | None:
+        source = self.settings.old_logprobs_source
+        if source == "engine":
+            return batch.old_logprobs
+        if source == "auto" and self.settings.ppo_epochs == 1:
+            return None  # taken from the update's own forward pass, detached
+        return whole_batch_logprobs(self.actor, batch, plan)
+
+    def update_policy(
+        self,
+        batch: ExperienceBatch,
+        plan: list[list[int]],
+        old_logprobs: torch.Tensor | None,
+        ref_logprobs: torch.Tensor | None,
+    ) -> dict[str, float]:
+        loss_cfg = self.settings.loss
+        policy_loss_fn = POLICY_LOSS_FNS.get(loss_cfg.policy_loss_fn)
+        entropy_loss_fn = ENTROPY_LOSS_FNS.get(loss_cfg.entropy_loss_fn)
+        # The full-vocabulary entropy costs a pass over the logits; skip it when it has no weight.
+        want_entropy = loss_cfg.entropy_loss_fn != "none" and loss_cfg.entropy_coef != 0
+        use_kl_loss = ref_logprobs is not None and loss_cfg.kl_loss_fn != "none" and loss_cfg.kl_loss_coef > 0
+        totals: dict[str, float] = {}
+        grad_norm = torch.tensor(0.0)
+        for _ in range(self.settings.ppo_epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            for rows in plan:
+                micro = batch.select(rows)
+                R = micro.response_length
+                logprobs, entropy = response_logprobs(self.actor, micro, with_entropy=want_entropy)
+                old = logprobs.detach() if old_logprobs is None else old_logprobs[rows, :R]
+                extra: dict[str, Any] = {}
+                if ref_logprobs is not None:
+                    extra["ref_logprobs"] = ref_logprobs[rows, :R]
+                if loss_cfg.policy_loss_fn == "mix":
+                    extra["expert_mask"] = micro.expert_mask
+                pg_loss, pg_metrics = policy_loss_fn(
+                    logprobs=logprobs,
+                    old_logprobs=old,
+                    advantages=micro.advantages,
+                    response_mask=micro.response_mask,
+                    loss_agg_mode=loss_cfg.loss_agg_mode,
+                    **extra,
+                    **loss_cfg.policy_loss_fn_args,
+                )
+                total = pg_loss
+                step_metrics = {f"actor/{k}": float(v) for k, v in pg_metrics.items()}
+                step_metrics["actor/pg_loss"] = float(pg_loss.detach())
+                if use_kl_loss:
+                    kl_value, kl_metrics = kl_loss(
+                        logprobs,
+                        ref_logprobs[rows, :R],
+                        micro.response_mask,
+                        kl_fn=loss_cfg.kl_loss_fn,
+                        kl_coef=loss_cfg.kl_loss_coef,
+                        loss_agg_mode=loss_cfg.loss_agg_mode,
+                    )
+                    total = total + kl_value
+                    step_metrics.update({f"actor/{k}": float(v) for k, v in kl_metrics.items()})
+                if entropy is not None:
+                    ent_loss, ent_metrics = entropy_loss_fn(
+                        entropy=entropy,
+                        response_mask=micro.response_mask,
+                        entropy_coef=loss_cfg.entropy_coef,
+                        loss_agg_mode=loss_cfg.loss_agg_mode,
+                    )
+                    total = total + ent_loss
+                    step_metrics.update({f"actor/{k}": float(v) for k, v in ent_metrics.items()})
+                elif micro.response_mask.any():
+                    step_metrics["actor/entropy"] = float(-masked_mean(logprobs.detach(), micro.response_mask))
+                weight = loss_scale(micro, batch, loss_cfg.loss_agg_mode)
+                (total * weight).backward()
+                for key, value in step_metrics.items():
+                    totals[key] = totals.get(key, 0.0) + value * weight / self.settings.ppo_epochs
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.actor.parameters(), self.settings.grad_clip)
+            if torch.isfinite(grad_norm):
+                self.optimizer.step()
+            else:
+                self.logger.warning("non-finite actor grad norm %s at step %d; update skipped", grad_norm, self.global_step)
+            self.scheduler.step()
+        totals["actor/grad_norm"] = float(grad_norm)
+        totals["actor/lr"] = float(self.scheduler.get_last_lr()[0])
+        return totals
+
+    def update_critic(self, batch: ExperienceBatch, plan: list[list[int]], old_values: torch.Tensor) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for _ in range(self.settings.ppo_epochs):
+            self.critic_optimizer.zero_grad(set_to_none=True)
+            for rows in plan:
+                micro = batch.select(rows)
+                R = micro.response_length
+                values = self.critic.response_values(micro)
+                loss, metrics = clipped_value_loss(
+                    values=values,
+                    old_values=old_values[rows, :R],
+                    returns=micro.returns,
+                    response_mask=micro.response_mask,
+                    cliprange_value=self.settings.cliprange_value,
+                    loss_agg_mode=self.settings.loss.loss_agg_mode,
+                )
+                weight = loss_scale(micro, batch, self.settings.loss.loss_agg_mode)
+                (loss * weight).backward()
+                totals["critic/vf_loss"] = totals.get("critic/vf_loss", 0.0) + float(loss.detach()) * weight
+                for key, value in metrics.items():
+                    totals[f"critic/{key}"] = totals.get(f"critic/{key}", 0.0) + float(value) * weight
+            norm = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.settings.grad_clip)
+            if torch.isfinite(norm):
+                self.critic_optimizer.step()
+            self.critic_scheduler.step()
+        return totals
+
+    # ------------------------------------------------------------------ weights and checkpoints
+    @property
+    def model_version(self) -> int:
+        return self.global_step
+
+    def weights_for_sync(self) -> dict[str, torch.Tensor]:
+        """The actor's parameters, detached; the receiver copies them into its own model."""
+        return {name: tensor.detach() for name, tensor in self.actor.state_dict().items()}
+
+    def save_checkpoint(self, *, export_hf: bool, extra_files: dict[str, dict] | None = None) -> Path:
+        return ckpt.save_checkpoint(
+            self.run_dir,
+            self.global_step,
+            actor=self.actor,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            trainer_state={"model_version": self.model_version},
+            tokenizer=self.tokenizer,
+            export_hf=export_hf,
+            critic=self.critic,
+            critic_optimizer=self.critic_optimizer,
+            extra_files=extra_files,
+        )
+
+    def load_checkpoint(self, step: int) -> None:
+        directory = ckpt.step_dir(self.run_dir, step)
+        loaded = load_causal_lm(str(directory / "actor"), self.settings.dtype)
+        self.actor.load_state_dict(loaded.state_dict())
+        state = ckpt.load_optimizer_state(self.run_dir, step)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.critic is not None and (directory / "critic").exists():
+            critic = CriticModel.from_pretrained(str(directory / "critic"))
+            self.critic.load_state_dict(critic.state_dict())
+            self.critic_optimizer.load_state_dict(ckpt.load_optimizer_state(self.run_dir, step, "critic")["optimizer"])
+        self.global_step = int(ckpt.load_trainer_state(self.run_dir, step)["global_step"])

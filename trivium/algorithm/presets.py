@@ -41,7 +41,9 @@ PRESETS: dict[str, AlgorithmPreset] = {
         advantage_fn="grpo", policy_loss_fn="gspo", group_based=True, loss_agg_mode="seq-mean-token-mean"
     ),
     "cispo": AlgorithmPreset(advantage_fn="grpo", policy_loss_fn="cispo", group_based=True),
-    "mix": AlgorithmPreset(advantage_fn="grpo", policy_loss_fn="mix", group_based=True, sample_strategy="mix"),
+    "mix": AlgorithmPreset(
+        advantage_fn="grpo", policy_loss_fn="mix", group_based=True, sample_strategy="mix"
+    ),
     "sft": AlgorithmPreset(
         advantage_fn="none", policy_loss_fn="sft", kl_loss_fn="none", entropy_loss_fn="none", train_only=True
     ),

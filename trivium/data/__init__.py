@@ -1,1 +1,5 @@
+"""Generated task datasets (arithmetic, countdown) for local runs and tests."""
 
+from trivium.data.builder import FORMATS, TASK_GENERATORS, build_task_data, task_options
+
+__all__ = ["FORMATS", "TASK_GENERATORS", "build_task_data", "task_options"]

@@ -24,16 +24,6 @@ from trivium.trainer import checkpoint as ckpt
 EXPLORER_STATE_FILE = "explorer_state.json"
 
 
-def starting_model_path(config: Any) -> str:
-    """A later stage starts from the final weights of the stage before it."""
-    previous = config.previous_stage_job_dir
-    if previous:
-        step = ckpt.latest_checkpoint(previous)
-        if step is not None:
-            return str(ckpt.step_dir(previous, step) / "actor")
-    return config.model.model_path
-
-
 class RunSession:
     def __init__(self, config: Any, *, with_trainer: bool, with_explorer: bool, console: Any = None):
         from trivium.monitor.logs import setup_component_logger
@@ -48,7 +38,8 @@ class RunSession:
         self.started = time.time()
         torch.manual_seed(config.seed)
 
-        self.model_path = starting_model_path(config)
+        # A later stage's model_path already points at the previous stage's final weights.
+        self.model_path = config.model.model_path
         self.resume_step = ckpt.latest_checkpoint(self.run_dir) if config.continue_from_checkpoint else None
         self.trainer = self.explorer = None
         self.engines: list[Any] = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from trivium.algorithm.aggregation import aggregation_denominator
 from trivium.core.batch import ExperienceBatch
 
 
@@ -52,7 +53,5 @@ def plan_micro_batches(
 
 def loss_scale(micro: ExperienceBatch, whole: ExperienceBatch, loss_agg_mode: str) -> float:
     """The weight of a micro-batch's aggregated loss in the whole batch's loss."""
-    if loss_agg_mode == "token-mean":
-        total = float(whole.response_mask.sum())
-        return float(micro.response_mask.sum()) / total if total > 0 else 0.0
-    return micro.batch_size / whole.batch_size
+    total = aggregation_denominator(whole.response_mask, loss_agg_mode)
+    return aggregation_denominator(micro.response_mask, loss_agg_mode) / total if total else 0.0

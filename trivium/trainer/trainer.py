@@ -136,7 +136,14 @@ class Trainer:
         )
 
     # ------------------------------------------------------------------ stages of a step
+    @property
+    def learns_from_rollouts(self) -> bool:
+        """False for sft/dpo, whose experiences come from datasets, not from the policy."""
+        return self.settings.loss.policy_loss_fn not in ("sft", "dpo")
+
     def apply_staleness_control(self, experiences: list[Experience]) -> tuple[list[Experience], dict[str, float]]:
+        if not self.learns_from_rollouts:
+            return experiences, {}
         staleness = [self.global_step - e.model_version for e in experiences]
         metrics = {
             "staleness/mean": sum(staleness) / max(1, len(staleness)),
@@ -266,7 +273,8 @@ class Trainer:
                     )
                     total = total + ent_loss
                     step_metrics.update({f"actor/{k}": float(v) for k, v in ent_metrics.items()})
-                elif micro.response_mask.any():
+                elif self.learns_from_rollouts and micro.response_mask.any():
+                    # The mean surprisal of on-policy samples estimates the entropy for free.
                     step_metrics["actor/entropy"] = float(-masked_mean(logprobs.detach(), micro.response_mask))
                 weight = loss_scale(micro, batch, loss_cfg.loss_agg_mode)
                 (total * weight).backward()

@@ -1,0 +1,159 @@
+"""Tokens per second of the hf engine versus ``model.generate`` on the same tiny model.
+
+Both sample with temperature 1.0 from the same left-padded prompts and produce exactly
+``--max-new-tokens`` tokens per sequence (end-of-sequence suppressed), so they do the same
+amount of work. Runs alternate engine / generate, several repeats per batch size; the table
+reports medians and the ratio. Other processes on the machine slow both sides alike, which
+is why the ratio, measured side by side, is the number to read.
+
+    python benchmarks/engine_vs_generate.py --batch-sizes 8 32 128 --max-new-tokens 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from trivium.models.engine import SamplingParams
+from trivium.models.engine.hf import HFEngine
+from trivium.models.tiny import build_tiny_model
+
+RESULTS_FILE = Path(__file__).parent / "results" / "engine_vs_generate.md"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def make_prompts(batch_size: int, vocab_size: int, seed: int) -> list[list[int]]:
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(8, 33, (batch_size,), generator=generator)
+    return [torch.randint(5, vocab_size, (int(n),), generator=generator).tolist() for n in lengths]
+
+
+def time_engine(engine: HFEngine, prompts, max_new_tokens: int) -> float:
+    params = SamplingParams(temperature=1.0, max_tokens=max_new_tokens, min_tokens=max_new_tokens)
+    start = time.perf_counter()
+    outputs = engine.generate(prompts, params)
+    elapsed = time.perf_counter() - start
+    produced = sum(len(o[0].token_ids) for o in outputs)
+    assert produced == len(prompts) * max_new_tokens, produced
+    return produced / elapsed
+
+
+def time_generate(model, tokenizer, prompts, max_new_tokens: int) -> float:
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros_like(input_ids)
+    for row, prompt in enumerate(prompts):
+        input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
+        mask[row, width - len(prompt) :] = 1
+    start = time.perf_counter()
+    with torch.inference_mode():
+        out = model.generate(
+            input_ids,
+            attention_mask=mask,
+            do_sample=True,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            max_new_tokens=max_new_tokens,
+            min_new_tokens=max_new_tokens,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    elapsed = time.perf_counter() - start
+    produced = (out.shape[1] - width) * len(prompts)
+    assert produced == len(prompts) * max_new_tokens, produced
+    return produced / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 32, 128])
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--preset", default="tiny", help="trivium.models.tiny preset")
+    parser.add_argument("--model-path", default=None, help="a saved HF model instead of a tiny preset")
+    parser.add_argument("--output", type=Path, default=RESULTS_FILE)
+    args = parser.parse_args()
+
+    model_path = args.model_path
+    if model_path is None:
+        model_path = str(build_tiny_model(Path(tempfile.mkdtemp()) / "model", preset=args.preset, seed=0))
+    engine = HFEngine.from_pretrained(model_path, dtype="float32", seed=0)
+    model, tokenizer = engine.model, engine.tokenizer
+    decoder = type(engine.decoder).__name__
+
+    rows = []
+    for batch_size in args.batch_sizes:
+        prompts = make_prompts(batch_size, engine.vocab_size, seed=batch_size)
+        time_engine(engine, prompts, 4)  # warm-up both paths
+        time_generate(model, tokenizer, prompts, 4)
+        engine_rates, generate_rates = [], []
+        for _ in range(args.repeats):
+            engine_rates.append(time_engine(engine, prompts, args.max_new_tokens))
+            generate_rates.append(time_generate(model, tokenizer, prompts, args.max_new_tokens))
+        ratios = [e / g for e, g in zip(engine_rates, generate_rates)]
+        rows.append(
+            (batch_size, statistics.median(engine_rates), statistics.median(generate_rates),
+             statistics.median(ratios), min(ratios), max(ratios))
+        )
+        print(f"batch {batch_size}: engine {rows[-1][1]:,.0f} tok/s, generate {rows[-1][2]:,.0f} tok/s, "
+              f"ratio {rows[-1][3]:.2f}x", flush=True)
+
+    table = [
+        "| batch | engine tok/s (median) | model.generate tok/s (median) | ratio (median) | ratio range |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for batch_size, engine_rate, generate_rate, ratio, low, high in rows:
+        table.append(f"| {batch_size} | {engine_rate:,.0f} | {generate_rate:,.0f} | {ratio:.2f}x | {low:.2f}-{high:.2f}x |")
+    n_params = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    report = "\n".join(
+        [
+            "# hf engine vs. `model.generate`",
+            "",
+            f"Model: `{args.model_path or 'trivium.models.tiny preset ' + repr(args.preset)}` "
+            f"({model.config.model_type}, {n_params / 1e6:.2f}M parameters, vocab {engine.vocab_size}), "
+            f"float32, decoder `{decoder}`.",
+            f"Sampling: temperature 1.0, top-p 1.0, no top-k, exactly {args.max_new_tokens} new tokens per "
+            f"sequence, prompts of 8-32 tokens left-padded. {args.repeats} interleaved repeats per batch size.",
+            "",
+            f"Machine: {cpu_model()}, {torch.get_num_threads()} torch threads, {_cores()} cores, "
+            f"torch {torch.__version__}, Python {platform.python_version()}.",
+            "The cores are shared with other work, so absolute numbers vary between runs; each ratio is",
+            "measured from back-to-back runs of the two paths and is the figure to compare.",
+            "",
+            *table,
+            "",
+            f"Command: `python benchmarks/engine_vs_generate.py --batch-sizes {' '.join(map(str, args.batch_sizes))} "
+            f"--max-new-tokens {args.max_new_tokens} --repeats {args.repeats}`",
+            "",
+        ]
+    )
+    print()
+    print("\n".join(table))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(report)
+    print(f"\nwrote {args.output}")
+
+
+def _cores() -> int:
+    import os
+
+    return os.cpu_count() or 1
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+import pytest
+
+from trivium.buffer import create_reader, create_writer
+from trivium.buffer.auxiliary import AuxiliaryBufferReader
+from trivium.cli.main import main
+from trivium.errors import UserError
+
+from .conftest import experience, storage
+from .test_buffer_task_reader import write_taskset
+
+
+def sft_storage(tmp_path, rows, **fmt):
+    path = write_taskset(tmp_path / "sft", rows)
+    return storage("sft_data", storage_type="file", path=str(path),
+                   format={"prompt_key": "question", "response_key": "answer", **fmt})
+
+
+def test_auxiliary_sft_cycles_epochs(tmp_path, tokenizer):
+    rows = [{"question": "two plus three ?", "answer": "five"}, {"question": "hi", "answer": "hello"}]
+    reader = create_reader(sft_storage(tmp_path, rows), tokenizer=tokenizer)
+    assert isinstance(reader, AuxiliaryBufferReader) and reader.kind == "sft"
+    batch = reader.read(3)
+    assert reader.epoch == 1
+    trained = [tokenizer.convert_ids_to_tokens(e.response_tokens[e.action_mask].tolist()) for e in batch]
+    assert trained == [["five", "<|im_end|>"], ["hello", "<|im_end|>"], ["five", "<|im_end|>"]]
+    state = reader.state_dict()
+    again = create_reader(sft_storage(tmp_path, rows), tokenizer=tokenizer)
+    again.load_state_dict(state)
+    assert again.read(1)[0].response_tokens.tolist() == reader.read(1)[0].response_tokens.tolist()
+
+
+def test_auxiliary_dpo_detected_from_columns(tmp_path, tokenizer):
+    rows = [{"question": "hi", "chosen": "hello", "rejected": "bye"}]
+    reader = create_reader(sft_storage(tmp_path, rows), tokenizer=tokenizer)
+    assert reader.kind == "dpo"
+    chosen, rejected, *rest = reader.read(2)
+    assert chosen.group_id == rejected.group_id and len(rest) == 2
+
+
+def test_auxiliary_bad_row_names_the_row(tmp_path, tokenizer):
+    rows = [{"question": "hi", "answer": "hello"}, {"question": "ok"}]
+    reader = create_reader(sft_storage(tmp_path, rows), tokenizer=tokenizer)
+    with pytest.raises(UserError, match="row 1"):
+        reader.read(2)
+
+
+def test_view_lists_experiences(tmp_path, capsys):
+    db = tmp_path / "buffer.db"
+    create_writer(storage("exp", storage_type="sql", path=str(db))).write(
+        [experience(i, reward=0.25 * i, model_version=3) for i in range(5)])
+    assert main(["view", "--db", f"sqlite:///{db}", "--limit", "2", "--offset", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "prompt 1" in out and "response 2" in out and "0.250" in out
+    assert "prompt 0" not in out and "response 3" not in out
+    assert "5 experience(s)" in out and "of 5" in out
+
+
+def test_view_truncates_long_text(tmp_path, capsys):
+    db = tmp_path / "long.db"
+    long = experience(0)
+    long.response_text = "word " * 200
+    create_writer(storage("exp", storage_type="sql", path=str(db))).write([long])
+    assert main(["view", "--db", str(db), "--width", "30"]) == 0
+    assert "word word" in (out := capsys.readouterr().out) and out.count("word") < 40
+
+
+def test_view_reports_bad_databases(tmp_path, capsys):
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"garbage" * 500)
+    assert main(["view", "--db", str(bad)]) == 2
+    assert "corrupt" in capsys.readouterr().err
+    assert main(["view", "--db", str(tmp_path / "missing.db")]) == 2

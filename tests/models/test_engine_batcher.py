@@ -1,0 +1,46 @@
+"""RequestBatcher: concurrent requests share engine calls; one bad request fails alone."""
+
+import time
+
+import pytest
+
+from trivium.errors import UserError
+from trivium.models.engine import SamplingParams, create_engine
+from trivium.models.engine.batcher import RequestBatcher
+
+
+@pytest.fixture(scope="module")
+def engine(qwen2_path):
+    return create_engine("hf", model_path=qwen2_path, seed=0)
+
+
+def test_waiting_requests_are_merged_and_a_bad_one_fails_alone(engine):
+    batcher = RequestBatcher(engine)
+    greedy = SamplingParams(temperature=0, max_tokens=5, min_tokens=5)
+    expected = engine.generate([[20, 21, 22]], greedy)[0][0].token_ids
+    with engine._lock:  # engine busy: everything submitted now waits for the same batch
+        blocker = batcher.submit([[5, 6]], [greedy])
+        time.sleep(0.2)  # let the batcher take the blocker and block on the engine lock
+        futures = [batcher.submit([[20, 21, 22]], [greedy]) for _ in range(5)]
+        bad = batcher.submit([[10**6]], [greedy])
+    blocker.result(timeout=60)
+    results = [f.result(timeout=60) for f in futures]
+    with pytest.raises(UserError, match="token ids outside"):
+        bad.result(timeout=60)
+    assert all(r[0][0].token_ids == expected for r in results)
+    # blocker, one merged try of the six waiting, then six one-by-one retries after the failure
+    assert batcher.calls == 1 + 1 + 6
+    batcher.close()
+
+
+def test_merged_requests_without_errors_take_one_call(engine):
+    batcher = RequestBatcher(engine)
+    params = SamplingParams(max_tokens=4, n=2)
+    with engine._lock:
+        blocker = batcher.submit([[5, 6]], [params])
+        time.sleep(0.2)
+        futures = [batcher.submit([[7, 8, 9], [10]], [params, params]) for _ in range(4)]
+    blocker.result(timeout=60)
+    assert all(len(f.result(timeout=60)) == 2 for f in futures)
+    assert batcher.calls == 2
+    batcher.close()

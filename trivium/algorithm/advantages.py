@@ -1,0 +1,285 @@
+"""Advantage estimators: rewards (and critic values) in, per-token advantages and returns out.
+
+Every estimator has the same keyword-only signature::
+
+    fn(*, token_level_rewards (B, R), response_mask (B, R), group_ids (B,) long | None,
+       values (B, R) | None = None, baseline_rewards (B,) | None = None, **args)
+        -> (advantages (B, R), returns (B, R))
+
+A sequence's scalar reward sits on its last response token of ``token_level_rewards``; the
+outcome estimators use each row's total reward as the sequence score. Advantages are
+training targets, so they are computed without gradients. Each estimator carries two flags,
+read with ``requires_groups`` / ``requires_critic``, that tell the pipeline whether it needs
+several samples per task and whether it needs a value model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from trivium.algorithm.aggregation import masked_whiten
+from trivium.algorithm.grouping import group_logavgexp, group_stats
+from trivium.registry import Registry
+
+AdvantageFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
+
+ADVANTAGE_FNS: Registry[AdvantageFn] = Registry("advantage_fn")
+
+
+def register_advantage_fn(
+    name: str, *, needs_group: bool = False, needs_critic: bool = False
+) -> Callable[[AdvantageFn], AdvantageFn]:
+    """Register ``fn`` under ``name`` and record what it needs from the pipeline."""
+
+    def add(fn: AdvantageFn) -> AdvantageFn:
+        fn.needs_group = needs_group
+        fn.needs_critic = needs_critic
+        return ADVANTAGE_FNS.register(name)(fn)
+
+    return add
+
+
+def requires_groups(fn: AdvantageFn) -> bool:
+    """True if ``fn`` compares samples of the same task (plugins default to False)."""
+    return bool(getattr(fn, "needs_group", False))
+
+
+def requires_critic(fn: AdvantageFn) -> bool:
+    """True if ``fn`` reads critic ``values`` (plugins default to False)."""
+    return bool(getattr(fn, "needs_critic", False))
+
+
+def _check_inputs(token_level_rewards: torch.Tensor, response_mask: torch.Tensor) -> None:
+    if token_level_rewards.dim() != 2 or token_level_rewards.shape != response_mask.shape:
+        raise ValueError(
+            "token_level_rewards and response_mask must both be (B, R); got "
+            f"{tuple(token_level_rewards.shape)} and {tuple(response_mask.shape)}"
+        )
+
+
+def _require(tensor: torch.Tensor | None, name: str, estimator: str, why: str) -> torch.Tensor:
+    if tensor is None:
+        raise ValueError(f"advantage_fn '{estimator}' needs {name}: {why}")
+    return tensor
+
+
+def _sequence_scores(token_level_rewards: torch.Tensor) -> torch.Tensor:
+    # score_i = sum_t r_{i,t}; the outcome reward sits on the last token, so this picks it up
+    return token_level_rewards.float().sum(dim=-1)
+
+
+def _broadcast(per_sequence: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    # A_{i,t} = a_i * m_{i,t}
+    return per_sequence.unsqueeze(-1) * response_mask.float()
+
+
+@register_advantage_fn("grpo", needs_group=True)
+@torch.no_grad()
+def grpo_advantages(
+    *,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: torch.Tensor | None = None,
+    epsilon: float = 1e-6,
+    std_normalize: bool = True,
+    **_ignored,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Group-relative advantage: each score compared with its group's mean (and spread).
+
+    A group of one sample has nothing to compare against, so its advantage is 0 (it adds no
+    gradient). Groups whose scores are all equal also get 0. ``std_normalize=False`` keeps
+    only the mean subtraction (the "Dr. GRPO" variant).
+    Returns (advantages, returns), both (B, R) and equal.
+    """
+    _check_inputs(token_level_rewards, response_mask)
+    group_ids = _require(group_ids, "group_ids", "grpo", "it compares samples of the same task")
+    scores = _sequence_scores(token_level_rewards)
+    stats = group_stats(scores, group_ids)
+    if std_normalize:
+        # a_i = (s_i - mean_g) / (std_g + epsilon)
+        per_sequence = (scores - stats.mean) / (stats.std + epsilon)
+    else:
+        # a_i = s_i - mean_g
+        per_sequence = scores - stats.mean
+    per_sequence = torch.where(stats.size > 1, per_sequence, torch.zeros_like(per_sequence))
+    advantages = _broadcast(per_sequence, response_mask)
+    return advantages, advantages.clone()
+
+
+@register_advantage_fn("rloo", needs_group=True)
+@torch.no_grad()
+def rloo_advantages(
+    *,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: torch.Tensor | None = None,
+    **_ignored,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """REINFORCE leave-one-out: the baseline of a sample is the mean of the other samples.
+
+    A group of one sample has no other samples, so its advantage is 0.
+    Returns (advantages, returns), both (B, R) and equal.
+    """
+    _check_inputs(token_level_rewards, response_mask)
+    group_ids = _require(group_ids, "group_ids", "rloo", "it compares samples of the same task")
+    scores = _sequence_scores(token_level_rewards)
+    stats = group_stats(scores, group_ids)
+    # a_i = s_i - (sum_g - s_i) / (n - 1)
+    leave_one_out_mean = (stats.total - scores) / (stats.size - 1).clamp_min(1)
+    per_sequence = torch.where(stats.size > 1, scores - leave_one_out_mean, torch.zeros_like(scores))
+    advantages = _broadcast(per_sequence, response_mask)
+    return advantages, advantages.clone()
+
+
+@register_advantage_fn("opmd", needs_group=True)
+@torch.no_grad()
+def opmd_advantages(
+    *,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: torch.Tensor | None = None,
+    baseline: str = "mean",
+    tau: float = 1.0,
+    **_ignored,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Group baseline for online policy mirror descent, without std scaling.
+
+    ``baseline="mean"``: b_g = mean of the group's scores.
+    ``baseline="logavgexp"``: b_g = tau * log(mean(exp(s / tau))), an estimate of
+    tau * log Z of the KL-regularised optimal policy; it tends to the mean as tau grows
+    and to the group maximum as tau shrinks.
+    A group of one sample gets advantage 0.
+    """
+    _check_inputs(token_level_rewards, response_mask)
+    group_ids = _require(group_ids, "group_ids", "opmd", "it compares samples of the same task")
+    scores = _sequence_scores(token_level_rewards)
+    stats = group_stats(scores, group_ids)
+    if baseline == "mean":
+        group_baseline = stats.mean
+    elif baseline == "logavgexp":
+        if tau <= 0:
+            raise ValueError(f"opmd advantage: tau must be > 0 for the logavgexp baseline, got {tau}")
+        group_baseline = group_logavgexp(scores, group_ids, tau)
+    else:
+        raise ValueError(f"opmd advantage: baseline must be 'mean' or 'logavgexp', got '{baseline}'")
+    # a_i = s_i - b_g
+    per_sequence = torch.where(stats.size > 1, scores - group_baseline, torch.zeros_like(scores))
+    advantages = _broadcast(per_sequence, response_mask)
+    return advantages, advantages.clone()
+
+
+@register_advantage_fn("ppo", needs_critic=True)
+@torch.no_grad()
+def gae_advantages(
+    *,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    values: torch.Tensor | None = None,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+    whiten: bool = True,
+    **_ignored,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation with critic values, whitened over the masked batch.
+
+    Positions outside the mask (padding, or tool/environment tokens in multi-turn rows) are
+    skipped: the recursion carries the next kept token's value and advantage across them.
+    Returns: advantages (B, R), whitened unless ``whiten=False``; returns = raw GAE + values.
+    """
+    _check_inputs(token_level_rewards, response_mask)
+    values = _require(values, "values", "ppo", "GAE bootstraps from the critic's value estimates")
+    rewards = token_level_rewards.float()
+    values = values.float()
+    mask = response_mask.float()
+    batch_size, response_length = rewards.shape
+    next_value = torch.zeros(batch_size, device=rewards.device)
+    next_advantage = torch.zeros(batch_size, device=rewards.device)
+    advantages = torch.zeros_like(rewards)
+    for t in reversed(range(response_length)):
+        # delta_t = r_t + gamma * V_{t+1} - V_t
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        # A_t = delta_t + gamma * lam * A_{t+1}
+        advantage = delta + gamma * lam * next_advantage
+        advantages[:, t] = advantage
+        keep = mask[:, t]
+        next_advantage = keep * advantage + (1 - keep) * next_advantage
+        next_value = keep * values[:, t] + (1 - keep) * next_value
+    # G_t = A_t + V_t
+    returns = (advantages + values) * mask
+    if whiten:
+        advantages = masked_whiten(advantages, mask)
+    return advantages * mask, returns
+
+
+@register_advantage_fn("reinforceplusplus")
+@torch.no_grad()
+def reinforce_plus_plus_advantages(
+    *,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    gamma: float = 1.0,
+    **_ignored,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Discounted reward-to-go per token, whitened over the masked batch (no critic).
+
+    Masked positions are skipped the same way as in GAE: the running return passes over them
+    unchanged. Returns: advantages (B, R) whitened; returns (B, R) the raw discounted returns.
+    """
+    _check_inputs(token_level_rewards, response_mask)
+    rewards = token_level_rewards.float()
+    mask = response_mask.float()
+    running = torch.zeros(rewards.shape[0], device=rewards.device)
+    returns = torch.zeros_like(rewards)
+    for t in reversed(range(rewards.shape[1])):
+        # G_t = r_t + gamma * G_{t+1}
+        current = rewards[:, t] + gamma * running
+        returns[:, t] = current
+        running = mask[:, t] * current + (1 - mask[:, t]) * running
+    returns = returns * mask
+    advantages = masked_whiten(returns, mask) * mask
+    return advantages, returns
+
+
+@register_advantage_fn("remax")
+@torch.no_grad()
+def remax_advantages(
+    *,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    baseline_rewards: torch.Tensor | None = None,
+    **_ignored,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reward-to-go minus the reward of a greedy response to the same prompt.
+
+    baseline_rewards: (B,) the greedy response's scalar reward for each row's prompt.
+    Returns: advantages (B, R); returns (B, R) the undiscounted reward-to-go.
+    """
+    _check_inputs(token_level_rewards, response_mask)
+    baseline_rewards = _require(
+        baseline_rewards,
+        "baseline_rewards",
+        "remax",
+        "the reward of a greedy response per prompt, shape (B,)",
+    )
+    mask = response_mask.float()
+    # G_t = sum_{t' >= t} r_t'
+    returns = torch.flip(torch.cumsum(torch.flip(token_level_rewards.float(), dims=[-1]), dim=-1), dims=[-1])
+    returns = returns * mask
+    # A_t = G_t - b
+    advantages = (returns - baseline_rewards.float().unsqueeze(-1)) * mask
+    return advantages, returns
+
+
+@register_advantage_fn("none")
+@torch.no_grad()
+def no_advantages(
+    *,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    **_ignored,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Zeros, for losses that do not use advantages (sft, dpo)."""
+    zeros = torch.zeros_like(token_level_rewards, dtype=torch.float32)
+    return zeros, zeros.clone()

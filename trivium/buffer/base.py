@@ -1,0 +1,72 @@
+"""The reader/writer interface every experience storage implements, and its end signal.
+
+Owns: ``BufferWriter``, ``BufferReader``, ``BufferExhausted`` and the small helper that reads
+a storage config by attribute. Storages live in their own modules; nothing here touches
+a database, a file or a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from typing import Any
+
+from trivium.core.experience import Experience
+
+# Default wait for a full batch when the config gives no ``max_read_timeout`` (30 minutes).
+DEFAULT_READ_TIMEOUT = 1800.0
+
+
+class BufferExhausted(Exception):
+    """Every writer has finished and nothing is left to read (or a taskset ran out)."""
+
+
+def option(config: Any, name: str, default: Any = None) -> Any:
+    """``config.name`` if set (not None), else ``default``; configs are duck-typed."""
+    value = getattr(config, name, None)
+    return default if value is None else value
+
+
+class BufferWriter(ABC):
+    """Producer side. Safe to use from several threads; one writer per producer."""
+
+    @abstractmethod
+    def write(self, experiences: list[Experience]) -> None:
+        """Store ``experiences``; for durable storages returns only once they are committed."""
+
+    @abstractmethod
+    def finish(self) -> None:
+        """This producer is done. Readers drain what is left, then get ``BufferExhausted``."""
+
+    async def write_async(self, experiences: list[Experience]) -> None:
+        await asyncio.to_thread(self.write, experiences)
+
+    def __enter__(self) -> BufferWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.finish()
+
+
+class BufferReader(ABC):
+    """Consumer side."""
+
+    @abstractmethod
+    def read(self, batch_size: int, timeout: float | None = None) -> list[Experience]:
+        """Up to ``batch_size`` experiences.
+
+        Blocks until ``batch_size`` are available; after ``timeout`` seconds (default: the
+        storage's ``max_read_timeout``) returns what is there, possibly fewer. Raises
+        ``BufferExhausted`` when all writers have finished and nothing is left.
+        """
+
+    async def read_async(self, batch_size: int, timeout: float | None = None) -> list[Experience]:
+        return await asyncio.to_thread(self.read, batch_size, timeout)
+
+    def close(self) -> None:
+        """Release connections; the default has nothing to release."""
+
+
+def check_batch_size(batch_size: int) -> None:
+    if not isinstance(batch_size, int) or batch_size <= 0:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")

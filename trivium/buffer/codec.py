@@ -1,0 +1,98 @@
+"""Compact encodings of an Experience: binary columns for SQL, one JSON line for files.
+
+Owns the byte layout of stored tensors (tokens int32, logprobs/advantages/returns float32,
+action_mask uint8, all little-endian). Changing it breaks databases already written.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import torch
+
+from trivium.core.experience import Experience
+
+
+def pack_ints(values: torch.Tensor) -> bytes:
+    return values.to(torch.int32).numpy().astype("<i4", copy=False).tobytes()
+
+
+def pack_floats(values: torch.Tensor | None) -> bytes | None:
+    if values is None:
+        return None
+    return values.to(torch.float32).numpy().astype("<f4", copy=False).tobytes()
+
+
+def pack_mask(values: torch.Tensor) -> bytes:
+    return values.to(torch.uint8).numpy().tobytes()
+
+
+def unpack_ints(blob: bytes) -> torch.Tensor:
+    return torch.from_numpy(np.frombuffer(blob, dtype="<i4").astype(np.int64))
+
+
+def unpack_floats(blob: bytes | None) -> torch.Tensor | None:
+    if blob is None:
+        return None
+    return torch.from_numpy(np.frombuffer(blob, dtype="<f4").copy())
+
+
+def unpack_mask(blob: bytes) -> torch.Tensor:
+    return torch.from_numpy(np.frombuffer(blob, dtype=np.uint8).astype(bool))
+
+
+def experience_to_row(experience: Experience) -> dict[str, Any]:
+    """Column values for the ``experiences`` table (see ``sql_schema.ExperienceModel``)."""
+    return {
+        "eid": experience.eid,
+        "group_id": experience.group_id,
+        "task_id": experience.task_id,
+        "run_id": experience.run_id,
+        "model_version": experience.model_version,
+        "prompt_length": experience.prompt_length,
+        "tokens": pack_ints(experience.tokens),
+        "logprobs": pack_floats(experience.logprobs),
+        "action_mask": pack_mask(experience.action_mask),
+        "reward": experience.reward,
+        "advantages": pack_floats(experience.advantages),
+        "returns": pack_floats(experience.returns),
+        "prompt_truncated": experience.prompt_truncated,
+        "prompt_text": experience.prompt_text,
+        "response_text": experience.response_text,
+        "info": experience.info or {},
+        "metrics": experience.metrics or {},
+    }
+
+
+def row_to_experience(row: Any) -> Experience:
+    """Inverse of ``experience_to_row``; ``row`` is anything with those attributes."""
+    return Experience(
+        tokens=unpack_ints(row.tokens),
+        prompt_length=row.prompt_length,
+        logprobs=unpack_floats(row.logprobs),
+        action_mask=unpack_mask(row.action_mask),
+        reward=row.reward,
+        advantages=unpack_floats(row.advantages),
+        returns=unpack_floats(row.returns),
+        eid=row.eid,
+        group_id=row.group_id or "",
+        task_id=row.task_id or "",
+        run_id=row.run_id or 0,
+        model_version=row.model_version or 0,
+        prompt_truncated=bool(row.prompt_truncated),
+        prompt_text=row.prompt_text,
+        response_text=row.response_text,
+        info=dict(row.info or {}),
+        metrics=dict(row.metrics or {}),
+    )
+
+
+def experience_to_json(experience: Experience) -> str:
+    return json.dumps(experience.to_dict(), ensure_ascii=False, allow_nan=True)
+
+
+def experience_from_json(line: str | dict[str, Any]) -> Experience:
+    data = json.loads(line) if isinstance(line, str) else dict(line)
+    return Experience.from_dict(data)

@@ -1,0 +1,244 @@
+"""Registered operators of the experience and task pipelines.
+
+Owns the built-in operators. An experience operator is built from its ``args`` and has
+``process(experiences) -> (experiences, metrics)``; a task operator has
+``keep(row) -> bool``. Grouping follows ``group_id`` (the samples of one task).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from typing import Any, Callable
+
+from trivium.core.experience import Experience
+from trivium.errors import UserError
+from trivium.registry import Registry
+
+Metrics = dict[str, float]
+
+EXPERIENCE_OPERATORS: Registry[type] = Registry("experience operator")
+TASK_OPERATORS: Registry[type] = Registry("task operator")
+
+
+def _groups(experiences: list[Experience]) -> dict[str, list[Experience]]:
+    groups: dict[str, list[Experience]] = defaultdict(list)
+    for experience in experiences:
+        groups[experience.group_id or experience.eid].append(experience)
+    return groups
+
+
+def is_valid_reward(reward: Any) -> bool:
+    return isinstance(reward, (int, float)) and math.isfinite(reward)
+
+
+class ExperienceOperator:
+    name = "experience_operator"
+
+    def process(self, experiences: list[Experience]) -> tuple[list[Experience], Metrics]:
+        raise NotImplementedError
+
+
+@EXPERIENCE_OPERATORS.register("invalid_reward_filter")
+class InvalidRewardFilter(ExperienceOperator):
+    """Drops experiences whose reward is None, NaN or infinite."""
+
+    name = "invalid_reward_filter"
+
+    def process(self, experiences):
+        kept = [e for e in experiences if is_valid_reward(e.reward)]
+        return kept, {"dropped": float(len(experiences) - len(kept))}
+
+
+@EXPERIENCE_OPERATORS.register("reward_filter")
+class RewardFilter(ExperienceOperator):
+    """Keeps min_reward <= reward <= max_reward, and reward >= threshold when given."""
+
+    name = "reward_filter"
+
+    def __init__(self, min_reward: float | None = None, max_reward: float | None = None,
+                 threshold: float | None = None):
+        if min_reward is None and max_reward is None and threshold is None:
+            raise UserError("reward_filter needs at least one of min_reward, max_reward, threshold")
+        if min_reward is not None and max_reward is not None and min_reward > max_reward:
+            raise UserError(f"reward_filter: min_reward {min_reward} is above max_reward {max_reward}")
+        self.low = max(v for v in (min_reward, threshold, -math.inf) if v is not None)
+        self.high = math.inf if max_reward is None else max_reward
+
+    def process(self, experiences):
+        kept = [e for e in experiences if is_valid_reward(e.reward) and self.low <= e.reward <= self.high]
+        return kept, {"dropped": float(len(experiences) - len(kept))}
+
+
+@EXPERIENCE_OPERATORS.register("reward_std_filter")
+class RewardStdFilter(ExperienceOperator):
+    """Drops whole groups whose reward std (population) is <= min_std: they teach nothing
+    to group-relative advantages."""
+
+    name = "reward_std_filter"
+
+    def __init__(self, min_std: float = 0.0):
+        self.min_std = min_std
+
+    def process(self, experiences):
+        kept, dropped_groups = [], 0
+        for group in _groups(experiences).values():
+            rewards = [float(e.reward) if is_valid_reward(e.reward) else 0.0 for e in group]
+            if statistics.pstdev(rewards) > self.min_std + 1e-12:
+                kept.extend(group)
+            else:
+                dropped_groups += 1
+        return kept, {"dropped": float(len(experiences) - len(kept)), "dropped_groups": float(dropped_groups)}
+
+
+_SHAPING_OPS: dict[str, Callable[[float, float], float]] = {
+    "ADD": lambda reward, term: reward + term,
+    "SUB": lambda reward, term: reward - term,
+    "MUL": lambda reward, term: reward * term,
+    "DIV": lambda reward, term: reward / term,
+}
+
+
+@EXPERIENCE_OPERATORS.register("reward_shaping_mapper")
+class RewardShapingMapper(ExperienceOperator):
+    """reward <- reward OP (weight * stat), for each {stats_key, op_type, weight} in order.
+
+    The stat is read from ``exp.info`` first, then ``exp.metrics``. An experience without
+    the stat (or dividing by zero) keeps its reward and is counted in the metrics.
+    """
+
+    name = "reward_shaping_mapper"
+
+    def __init__(self, reward_shaping_configs: list[dict[str, Any]]):
+        self.rules = []
+        for rule in reward_shaping_configs or []:
+            op = str(rule.get("op_type", "ADD")).upper()
+            if op not in _SHAPING_OPS or "stats_key" not in rule:
+                raise UserError(
+                    f"reward_shaping_mapper rule {rule}: needs stats_key and op_type in {sorted(_SHAPING_OPS)}"
+                )
+            self.rules.append((rule["stats_key"], op, float(rule.get("weight", 1.0))))
+
+    def process(self, experiences):
+        missing = 0
+        for experience in experiences:
+            reward = float(experience.reward) if is_valid_reward(experience.reward) else 0.0
+            for key, op, weight in self.rules:
+                stat = experience.info.get(key, experience.metrics.get(key))
+                if not is_valid_reward(stat) or (op == "DIV" and weight * stat == 0):
+                    missing += 1
+                    continue
+                reward = _SHAPING_OPS[op](reward, weight * float(stat))
+            experience.reward = reward
+        return experiences, {"missing_stats": float(missing)}
+
+
+@EXPERIENCE_OPERATORS.register("pass_rate_calculator")
+class PassRateCalculator(ExperienceOperator):
+    """Per group: the share of samples with reward >= success_threshold.
+
+    Written to ``exp.metrics['pass_rate']`` and ``exp.info['pass_rate']``; each listener
+    (e.g. ``TaskReader.update_pass_rate`` for the difficulty selector) is called once per
+    group with (task_id, pass_rate).
+    """
+
+    name = "pass_rate_calculator"
+
+    def __init__(self, success_threshold: float = 1.0):
+        self.success_threshold = success_threshold
+        self.listeners: list[Callable[[str, float], None]] = []
+
+    def process(self, experiences):
+        rates = []
+        for group in _groups(experiences).values():
+            passed = sum(is_valid_reward(e.reward) and e.reward >= self.success_threshold for e in group)
+            rate = passed / len(group)
+            rates.append(rate)
+            for experience in group:
+                experience.metrics["pass_rate"] = rate
+                experience.info["pass_rate"] = rate
+            for listener in self.listeners:
+                listener(group[0].task_id or group[0].group_id, rate)
+        mean = sum(rates) / len(rates) if rates else 0.0
+        return experiences, {"mean": mean, "all_passed_groups": float(sum(r == 1.0 for r in rates)),
+                             "none_passed_groups": float(sum(r == 0.0 for r in rates))}
+
+
+@EXPERIENCE_OPERATORS.register("data_juicer")
+class DataJuicerOperator(ExperienceOperator):
+    """Runs a Data-Juicer recipe (``config_path``) over the experiences' text.
+
+    Each experience becomes a sample {"text": prompt + response, "prompt", "response",
+    "reward"}; samples a filter drops are dropped, and the stats Data-Juicer computes are
+    copied into ``exp.info`` (where ``reward_shaping_mapper`` can use them).
+    """
+
+    name = "data_juicer"
+
+    def __init__(self, config_path: str, **_: Any):
+        try:
+            from data_juicer.config import init_configs
+            from data_juicer.ops import load_ops
+        except ImportError as error:
+            raise UserError(
+                "The 'data_juicer' operator needs the optional Data-Juicer package, which is not "
+                "installed. Install it with `pip install py-data-juicer`, or remove the operator "
+                "from data_processor.experience_pipeline.operators."
+            ) from error
+        config = init_configs(args=["--config", str(config_path)])
+        self.ops = load_ops(config.process)
+
+    def process(self, experiences):
+        from data_juicer.core.data import NestedDataset
+        from data_juicer.utils.constant import Fields
+        from datasets import Dataset
+
+        samples = [
+            {"text": (e.prompt_text or "") + (e.response_text or ""), "prompt": e.prompt_text or "",
+             "response": e.response_text or "", "reward": e.reward, "_position": i}
+            for i, e in enumerate(experiences)
+        ]
+        dataset = NestedDataset(Dataset.from_list(samples))
+        for op in self.ops:
+            dataset = op.run(dataset)
+        kept = []
+        for sample in dataset.to_list():
+            experience = experiences[sample["_position"]]
+            experience.info.update({k: v for k, v in (sample.get(Fields.stats) or {}).items()
+                                    if isinstance(v, (int, float))})
+            kept.append(experience)
+        return kept, {"dropped": float(len(experiences) - len(kept))}
+
+
+# ---- task operators ------------------------------------------------------------------
+@TASK_OPERATORS.register("length_filter")
+class LengthFilter:
+    """Keeps rows whose ``key`` text has min_length <= characters <= max_length."""
+
+    def __init__(self, key: str, min_length: int = 0, max_length: int | None = None):
+        self.key, self.min_length, self.max_length = key, min_length, max_length
+
+    def keep(self, row: dict[str, Any]) -> bool:
+        value = row.get(self.key)
+        if value is None:
+            return False
+        length = len(str(value))
+        return length >= self.min_length and (self.max_length is None or length <= self.max_length)
+
+
+@TASK_OPERATORS.register("field_filter")
+class FieldFilter:
+    """Keeps rows whose ``key`` equals ``equals``, is one of ``one_of``, or (neither given)
+    is present and non-empty."""
+
+    def __init__(self, key: str, equals: Any = None, one_of: list | None = None):
+        self.key, self.equals, self.one_of = key, equals, one_of
+
+    def keep(self, row: dict[str, Any]) -> bool:
+        value = row.get(self.key)
+        if self.equals is not None:
+            return value == self.equals
+        if self.one_of is not None:
+            return value in self.one_of
+        return value not in (None, "", [], {})

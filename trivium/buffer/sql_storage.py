@@ -1,0 +1,93 @@
+"""The ``sql`` storage: experiences in a database shared by any number of processes.
+
+Owns the reader/writer pair over ``SqlExperienceStore``. A writer registers itself as a
+producer when created and marks itself finished in ``finish()``; a reader polls for rows,
+claims them (each row goes to exactly one reader) and stops with ``BufferExhausted`` once
+every registered producer finished and no row is left. A producer that died without
+``finish()`` keeps readers waiting; they then return partial batches after the timeout.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from trivium.buffer.base import (
+    DEFAULT_READ_TIMEOUT,
+    BufferExhausted,
+    BufferReader,
+    BufferWriter,
+    check_batch_size,
+    option,
+)
+from trivium.buffer.sql_store import SqlExperienceStore
+from trivium.core.experience import Experience
+
+# Polling starts fast (low latency when data flows) and backs off to spare the database.
+_FIRST_POLL = 0.01
+_MAX_POLL = 0.5
+
+
+def sql_path(config: Any) -> str:
+    path = option(config, "path")
+    if path is None:
+        from trivium.errors import UserError
+
+        raise UserError(
+            f"Storage '{option(config, 'name', '?')}' has storage_type 'sql' but no `path`; "
+            "set it to a SQLite file (e.g. buffer.db) or a SQLAlchemy URL."
+        )
+    return str(path)
+
+
+class SQLWriter(BufferWriter):
+    def __init__(self, store: SqlExperienceStore):
+        self.store = store
+        self.writer_id = store.register_writer()
+        self._finished = False
+
+    @classmethod
+    def from_config(cls, config: Any) -> SQLWriter:
+        return cls(SqlExperienceStore(sql_path(config), option(config, "name", "experience_buffer")))
+
+    def write(self, experiences: list[Experience]) -> None:
+        if self._finished:
+            raise RuntimeError("write() after finish() on a SQL buffer writer")
+        self.store.append(list(experiences))
+
+    def finish(self) -> None:
+        if not self._finished:
+            self._finished = True
+            self.store.finish_writer(self.writer_id)
+
+
+class SQLReader(BufferReader):
+    def __init__(self, store: SqlExperienceStore, max_read_timeout: float = DEFAULT_READ_TIMEOUT):
+        self.store = store
+        self.max_read_timeout = max_read_timeout
+
+    @classmethod
+    def from_config(cls, config: Any) -> SQLReader:
+        store = SqlExperienceStore(sql_path(config), option(config, "name", "experience_buffer"))
+        return cls(store, float(option(config, "max_read_timeout", DEFAULT_READ_TIMEOUT)))
+
+    def read(self, batch_size: int, timeout: float | None = None) -> list[Experience]:
+        check_batch_size(batch_size)
+        wait = self.max_read_timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
+        batch: list[Experience] = []
+        poll = _FIRST_POLL
+        while True:
+            claimed, finished = self.store.claim(batch_size - len(batch))
+            batch.extend(claimed)
+            if len(batch) >= batch_size:
+                return batch
+            if finished:
+                if batch:
+                    return batch
+                raise BufferExhausted(f"buffer '{self.store.buffer_name}': all writers finished")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return batch
+            time.sleep(min(poll, remaining))
+            poll = min(poll * 2, _MAX_POLL)

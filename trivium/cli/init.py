@@ -1,0 +1,97 @@
+"""``trivium init``: create a tiny local model or a generated task dataset.
+
+    trivium init model --preset tiny --out models/tiny
+    trivium init data --task arithmetic --out data/arithmetic
+
+Heavy imports (torch, transformers) happen inside the handlers, so ``trivium --help``
+stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "init",
+        help="create a tiny local model or a generated dataset",
+        description="Create local artifacts so a run needs nothing from a model or dataset hub.",
+    )
+    targets = parser.add_subparsers(dest="init_target", metavar="WHAT", required=True)
+
+    model = targets.add_parser(
+        "model",
+        help="build a tokenizer and a randomly initialised decoder in Hugging Face format",
+        description="Train a small tokenizer and create a random decoder; both load with "
+        "AutoTokenizer / AutoModelForCausalLM.from_pretrained(OUT).",
+    )
+    model.add_argument(
+        "--preset", choices=("tiny", "small"), default="tiny", help="size (default: tiny, ~0.8M params)"
+    )
+    model.add_argument("--out", required=True, help="output directory (must be new or empty)")
+    model.add_argument(
+        "--seed", type=int, default=0, help="random seed for the tokenizer corpus and the weights"
+    )
+    model.set_defaults(func=init_model)
+
+    data = targets.add_parser(
+        "data",
+        help="generate a task dataset with train and test splits",
+        description="Write OUT/train.<fmt> and OUT/test.<fmt>; datasets.load_dataset(OUT, split=...) reads them.",
+    )
+    data.add_argument("--task", choices=("arithmetic", "countdown"), required=True)
+    data.add_argument("--out", required=True, help="output directory")
+    data.add_argument("--seed", type=int, default=0)
+    data.add_argument("--num-train", type=int, default=1000)
+    data.add_argument("--num-test", type=int, default=100)
+    data.add_argument("--format", dest="fmt", choices=("jsonl", "parquet"), default="jsonl")
+    data.add_argument("--overwrite", action="store_true", help="replace existing split files")
+    data.add_argument("--subtraction", action="store_true", help="arithmetic: also a - b problems (a >= b)")
+    data.add_argument("--num-numbers", type=int, help="countdown: numbers per problem (default 3)")
+    data.add_argument("--max-number", type=int, help="countdown: largest given number (default 20)")
+    data.add_argument("--max-target", type=int, help="countdown: largest target (default 100)")
+    data.set_defaults(func=init_data)
+
+
+def init_model(args: argparse.Namespace) -> int:
+    from trivium.models.tiny import build_tiny_model
+
+    started = time.perf_counter()
+    out_dir = build_tiny_model(args.out, preset=args.preset, seed=args.seed)
+    print(f"wrote {args.preset} model to {out_dir} in {time.perf_counter() - started:.1f}s")
+    return 0
+
+
+def init_data(args: argparse.Namespace) -> int:
+    from trivium.data import build_task_data
+    from trivium.errors import UserError
+
+    countdown_options = {
+        "num_numbers": args.num_numbers,
+        "max_number": args.max_number,
+        "max_target": args.max_target,
+    }
+    given = {name: value for name, value in countdown_options.items() if value is not None}
+    if args.task == "arithmetic":
+        if given:
+            flags = ", ".join("--" + name.replace("_", "-") for name in given)
+            raise UserError(f"{flags} only apply to --task countdown.")
+        options = {"subtraction": args.subtraction}
+    else:
+        if args.subtraction:
+            raise UserError("--subtraction only applies to --task arithmetic.")
+        options = given
+    out_dir = build_task_data(
+        args.task,
+        args.out,
+        seed=args.seed,
+        num_train=args.num_train,
+        num_test=args.num_test,
+        fmt=args.fmt,
+        overwrite=args.overwrite,
+        **options,
+    )
+    print(f"wrote {args.num_train} train and {args.num_test} test {args.task} rows to {out_dir}")
+    return 0

@@ -1,0 +1,71 @@
+"""``trivium run``: check the whole config (every stage) first, then launch the stages in order."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from trivium.config.cli_args import add_config_arguments, print_notes
+from trivium.errors import UserError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run a reinforcement fine-tuning job from a config",
+        description="Load, resolve and validate the config (all stages), write config.resolved.yaml into "
+        "the run directory, load plugins, then run each stage.",
+    )
+    add_config_arguments(parser)
+    parser.add_argument(
+        "--plugin-dir", action="append", default=[], metavar="DIR",
+        help="import every .py file in DIR first, so its registered workflows/rewards/... are known (repeatable)",
+    )
+    parser.set_defaults(func=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from trivium.config.prepare import prepare
+    from trivium.config.run_dir import write_resolved
+    from trivium.config.stages import use_previous_stage_weights
+
+    stages = prepare(args.config, args.overrides, mapping=args.mapping)
+    for stage in stages:
+        print_notes(stage.notes, stage.config.stage_name)
+        path = write_resolved(stage.config)
+        print(f"{stage.config.stage_name or 'run'}: resolved config written to {path}")
+    _load_plugins(args.plugin_dir)
+    launch = _launcher()
+    for stage in stages:
+        config = stage.config
+        if config.previous_stage_job_dir:
+            # The previous stage has finished: its final weights are known only now.
+            config = use_previous_stage_weights(config)
+            write_resolved(config)
+        code = int(launch(config) or 0)
+        if code != 0:
+            return code
+    return 0
+
+
+def _load_plugins(directories: list[str]) -> None:
+    from trivium.registry import load_plugin_dir
+
+    for directory in directories:
+        try:
+            load_plugin_dir(directory)
+        except FileNotFoundError as error:
+            raise UserError(f"--plugin-dir: {error}") from None
+
+
+def _launcher():
+    try:
+        module = importlib.import_module("trivium.runtime.launcher")
+    except ModuleNotFoundError as error:
+        if error.name in ("trivium.runtime.launcher", "trivium.runtime"):
+            raise UserError(
+                "this installation has no runtime launcher (trivium.runtime.launcher); "
+                "`trivium plan` checks a config without running it"
+            ) from None
+        raise
+    return module.launch

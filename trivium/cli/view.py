@@ -1,0 +1,73 @@
+"""``trivium view``: list the experiences stored in a buffer database, in the terminal."""
+
+from __future__ import annotations
+
+import argparse
+
+from trivium.errors import UserError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "view",
+        help="Show experiences stored in a buffer database.",
+        description="List experiences of a SQL buffer (or a queue's SQLite mirror) as a table.",
+    )
+    parser.add_argument("--db", required=True, help="SQLAlchemy URL or SQLite file of the buffer.")
+    parser.add_argument("--limit", type=int, default=20, help="How many experiences to show (default 20).")
+    parser.add_argument("--offset", type=int, default=0, help="How many to skip first (default 0).")
+    parser.add_argument("--buffer", default=None, help="Only this buffer name (default: every buffer).")
+    parser.add_argument("--width", type=int, default=60, help="Characters shown of prompt and response.")
+    parser.set_defaults(func=run_view)
+
+
+def _shorten(text: str | None, width: int) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= width else text[: max(width - 1, 1)] + "…"
+
+
+def run_view(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+    from sqlalchemy import func, select
+    from sqlalchemy.exc import DatabaseError
+
+    from trivium.buffer.sql_engine import database_error, database_url, get_engine
+    from trivium.buffer.sql_schema import ExperienceModel
+
+    if args.limit < 0 or args.offset < 0:
+        raise UserError("--limit and --offset must be >= 0")
+    url = database_url(args.db)
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+        raise UserError(f"No database at {args.db}; give the buffer's `path` (file or URL).")
+    engine = get_engine(args.db)
+    columns = (ExperienceModel.id, ExperienceModel.buffer, ExperienceModel.model_version, ExperienceModel.reward,
+               ExperienceModel.use_count, ExperienceModel.prompt_text, ExperienceModel.response_text)
+    query = select(*columns).order_by(ExperienceModel.id).offset(args.offset).limit(args.limit)
+    count = select(func.count()).select_from(ExperienceModel)
+    if args.buffer:
+        query = query.where(ExperienceModel.buffer == args.buffer)
+        count = count.where(ExperienceModel.buffer == args.buffer)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(query).all()
+            total = connection.execute(count).scalar_one()
+            connection.commit()
+    except DatabaseError as error:
+        raise database_error(url, error) from error
+
+    table = Table(title=f"{total} experience(s) in {args.db}"
+                  + (f" (buffer {args.buffer})" if args.buffer else ""), show_lines=False)
+    for header, justify in (("id", "right"), ("buffer", "left"), ("version", "right"), ("reward", "right"),
+                            ("uses", "right"), ("prompt", "left"), ("response", "left")):
+        table.add_column(header, justify=justify, overflow="fold")
+    for row in rows:
+        reward = "-" if row.reward is None else f"{row.reward:.3f}"
+        table.add_row(str(row.id), row.buffer, str(row.model_version), reward, str(row.use_count),
+                      _shorten(row.prompt_text, args.width), _shorten(row.response_text, args.width))
+    Console(width=max(120, 2 * args.width + 50)).print(table)
+    if total > args.offset + len(rows):
+        print(f"showing {args.offset + 1}-{args.offset + len(rows)} of {total}; use --offset to see more")
+    return 0

@@ -1,0 +1,184 @@
+"""The arithmetic of a resolved config: who gets which devices, and explorer supply vs trainer demand.
+
+``explain(config)`` is pure: it reads a resolved TriviumConfig and returns a ``Plan``;
+``Plan.render()`` turns it into the text ``trivium plan`` prints. The explorer *supplies*
+batch_size tasks x repeat_times experiences per step; the trainer *demands*
+train_batch_size experiences per step. When the two differ, experiences pile up in the
+buffer or the trainer waits, and the plan says which key to change.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from trivium.config.resolve import engine_devices, explorer_total_steps
+from trivium.config.schema import TriviumConfig
+
+EXPLORER_MODES = ("both", "explore", "bench", "colocate")
+TRAINER_MODES = ("both", "train", "colocate")
+
+
+@dataclass
+class Plan:
+    title: str
+    mode: str
+    device_lines: list[str]
+    sync_line: str
+    batch_size: int
+    repeat_times: int
+    train_batch_size: int
+    sync_interval: int
+    explores: bool
+    trains: bool
+    explorer_steps: int | None
+    trainer_steps: int | None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def supply_per_step(self) -> int:
+        return self.batch_size * self.repeat_times
+
+    @property
+    def total_supply(self) -> int | None:
+        return None if self.explorer_steps is None else self.explorer_steps * self.supply_per_step
+
+    @property
+    def total_demand(self) -> int | None:
+        return None if self.trainer_steps is None else self.trainer_steps * self.train_batch_size
+
+    def render(self) -> str:
+        lines = [self.title, f"mode: {self.mode}", "devices:"]
+        lines += [f"  {line}" for line in self.device_lines]
+        lines.append(f"sync: {self.sync_line}")
+        lines.append("per step:")
+        if self.explores:
+            lines.append(
+                f"  explorer: {self.batch_size:,} tasks × {self.repeat_times:,} repeats = "
+                f"{self.supply_per_step:,} experiences per step"
+            )
+        if self.trains:
+            lines.append(f"  trainer: {self.train_batch_size:,} experiences per step")
+        if self.explores and self.trains:
+            n = self.sync_interval
+            lines.append(
+                f"per sync interval ({n:,} step{'s' if n != 1 else ''}): explorer {n:,} × {self.supply_per_step:,} = "
+                f"{n * self.supply_per_step:,} experiences; trainer {n:,} × {self.train_batch_size:,} = "
+                f"{n * self.train_batch_size:,} experiences"
+            )
+        lines.append(f"whole run: {self._whole_run()}")
+        if self.warnings:
+            lines.append("warnings:")
+            lines += [f"  ! {warning}" for warning in self.warnings]
+        return "\n".join(lines)
+
+    def _whole_run(self) -> str:
+        parts = []
+        if self.explores:
+            if self.explorer_steps is None:
+                parts.append("explorer steps unknown (the taskset size cannot be read locally; set buffer.total_steps)")
+            else:
+                parts.append(
+                    f"explorer {self.explorer_steps:,} steps × {self.batch_size:,} tasks × {self.repeat_times:,} "
+                    f"repeats = {self.total_supply:,} samples"
+                )
+        if self.trains:
+            if self.trainer_steps is None:
+                parts.append("trainer steps unknown (set buffer.total_steps or trainer.total_steps)")
+            else:
+                parts.append(
+                    f"trainer {self.trainer_steps:,} steps × {self.train_batch_size:,} = {self.total_demand:,} samples"
+                )
+        return "; ".join(parts)
+
+
+def explain(config: TriviumConfig) -> Plan:
+    """The plan of a resolved config."""
+    buffer, mode = config.buffer, config.mode
+    explores = mode in EXPLORER_MODES
+    trains = mode in TRAINER_MODES
+    plan = Plan(
+        title=f"run {config.project}/{config.name} -> {config.checkpoint_job_dir}",
+        mode=mode,
+        device_lines=_device_lines(config),
+        sync_line=(
+            f"{config.synchronizer.sync_method} every {config.synchronizer.sync_interval} step(s), "
+            f"style {config.synchronizer.sync_style}, offset {config.synchronizer.sync_offset}"
+        ),
+        batch_size=buffer.batch_size,
+        repeat_times=config.algorithm.repeat_times,
+        train_batch_size=buffer.train_batch_size,
+        sync_interval=config.synchronizer.sync_interval,
+        explores=explores,
+        trains=trains,
+        explorer_steps=explorer_total_steps(config) if explores else None,
+        trainer_steps=config.trainer.total_steps if trains else None,
+    )
+    if explores and trains and plan.explorer_steps is None and plan.trainer_steps is not None:
+        # Only the trainer's length is known: the explorer runs until it has fed the trainer.
+        plan.explorer_steps = math.ceil(plan.trainer_steps * plan.train_batch_size / plan.supply_per_step)
+    if explores and trains:
+        plan.warnings = balance_warnings(plan)
+    return plan
+
+
+def balance_warnings(plan: Plan) -> list[str]:
+    warnings = []
+    supply, demand = plan.supply_per_step, plan.train_batch_size
+    if supply != demand:
+        consequence = (
+            f"{supply - demand:,} experiences per step pile up in the buffer (they are trained on later, by then stale)"
+            if supply > demand else
+            f"the trainer needs {demand / supply:.2f} explorer steps per trainer step, so it waits on the explorer"
+        )
+        warnings.append(
+            f"explorer supplies {supply:,} experiences per step, trainer takes {demand:,}: {consequence}. "
+            f"Set buffer.train_batch_size: {supply} (= batch_size × repeat_times), or leave it unset."
+        )
+    total_supply, total_demand = plan.total_supply, plan.total_demand
+    if total_supply is not None and total_demand is not None and total_supply != total_demand:
+        if total_supply > total_demand:
+            extra = total_supply - total_demand
+            warnings.append(
+                f"over the whole run the explorer makes {extra:,} more samples than the trainer uses; "
+                f"lower buffer.total_steps to {total_demand // plan.supply_per_step:,} or raise trainer.total_steps "
+                f"to {total_supply // plan.train_batch_size:,}"
+            )
+        else:
+            missing = total_demand - total_supply
+            warnings.append(
+                f"over the whole run the trainer asks for {missing:,} more samples than the explorer makes; its "
+                f"last steps would wait for data: lower trainer.total_steps to {total_supply // plan.train_batch_size:,}"
+            )
+    return warnings
+
+
+def _device_lines(config: TriviumConfig) -> list[str]:
+    cluster, mode = config.cluster, config.mode
+    rollout = config.explorer.rollout_model
+    if cluster.device_type == "cpu":
+        users = [name for name, used in (("explorer", mode in EXPLORER_MODES),
+                 ("auxiliary models", bool(config.explorer.auxiliary_models) and mode in EXPLORER_MODES),
+                 ("trainer", mode in TRAINER_MODES)) if used]
+        verb = "share the CPU" if len(users) > 1 else "runs on the CPU"
+        return [f"CPU only ({cluster.node_num} node(s), no GPU): {' and '.join(users)} {verb}"]
+    total = cluster.node_num * cluster.gpu_per_node
+    lines = [f"{total} GPU(s) = {cluster.node_num} node(s) × {cluster.gpu_per_node}"]
+    if mode == "colocate":
+        return lines + ["explorer and trainer share GPU 0 (colocate), taking turns"]
+    if mode in EXPLORER_MODES:
+        lines.append(
+            f"explorer: {cluster.explorer_devices} = {rollout.engine_num} engine(s) × "
+            f"{rollout.tensor_parallel_size} tensor-parallel ({rollout.engine_type})"
+        )
+        for index, aux in enumerate(config.explorer.auxiliary_models):
+            lines.append(
+                f"auxiliary model {index} ({aux.name or aux.model_path}): {engine_devices(aux)} = "
+                f"{aux.engine_num} engine(s) × {aux.tensor_parallel_size} tensor-parallel ({aux.engine_type})"
+            )
+    if mode in TRAINER_MODES:
+        lines.append(f"trainer: {cluster.trainer_devices} (the rest)")
+    unused = total - (cluster.explorer_devices or 0) - (cluster.auxiliary_devices or 0) - (cluster.trainer_devices or 0)
+    if unused > 0:
+        lines.append(f"unused: {unused}")
+    return lines

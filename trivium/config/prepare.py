@@ -1,0 +1,45 @@
+"""From a config file to validated, resolved configs, one per stage: what ``run`` and ``plan`` share.
+
+Every stage is loaded, resolved and validated before anything starts, so a mistake in the
+last stage is reported before the first one runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from trivium.config.errors import ConfigError, Problem, Suggestion
+from trivium.config.load import load_config
+from trivium.config.resolve import resolve_with_notes
+from trivium.config.schema import TriviumConfig
+from trivium.config.stages import expand_stages
+from trivium.config.validate import validate
+
+
+@dataclass
+class PreparedStage:
+    config: TriviumConfig
+    notes: list[Suggestion]  # derived-value notes and suggestions, in that order
+
+
+def prepare(
+    path: str | Path, overrides: Iterable[str] = (), mapping: str | Path | dict | None = None
+) -> list[PreparedStage]:
+    config = load_config(path, list(overrides), mapping=mapping)
+    stages = expand_stages(config)
+    prepared, problems = [], []
+    for stage_config in stages:
+        in_stage = stage_config.stage_index is not None
+        prefix = f"in stage '{stage_config.stage_name}': " if in_stage else ""
+        try:
+            resolved, notes = resolve_with_notes(stage_config)
+            notes = notes + validate(resolved)
+        except ConfigError as error:
+            problems += [Problem(p.key, prefix + p.message) for p in error.problems]
+            continue
+        prepared.append(PreparedStage(resolved, notes))
+    if problems:
+        raise ConfigError(problems, str(path))
+    return prepared

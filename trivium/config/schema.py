@@ -1,0 +1,438 @@
+"""The configuration schema: every key, its type, default, allowed values and help text.
+
+This module is the single source of those facts. Loading, validation, ``trivium plan``,
+``--help`` and ``docs/configuration.md`` all read them from here; nothing else repeats them.
+It holds plain dataclasses only (OmegaConf structured-config compatible): no derived values,
+no checks. Derived values are filled by ``trivium.config.resolve``; checks live in
+``trivium.config.validate``.
+
+Fields marked "(derived)" in their help are normally left unset: ``resolve()`` fills them.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+# Sentinel for keys a user must set (model.model_path). Kept as a value rather than
+# OmegaConf's "???" so a missing value becomes our own clear error, not OmegaConf's.
+REQUIRED = None
+
+
+def opt(default: Any, help: str, choices: Optional[List[Any]] = None, required: bool = False) -> Any:
+    """A schema field: a default (mutable ones are copied per instance) and its help text."""
+    metadata = {"help": help}
+    if choices is not None:
+        metadata["choices"] = list(choices)
+    if required:
+        metadata["required"] = True
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def section(cls: type, help: str) -> Any:
+    """A nested section, built with its own defaults."""
+    return field(default_factory=cls, metadata={"help": help})
+
+
+MODES = ["both", "train", "explore", "bench", "colocate"]
+ALGORITHM_TYPES = [
+    "ppo", "grpo", "opmd", "dpo", "sft", "mix", "rloo", "reinforceplusplus", "remax", "gspo", "cispo",
+]
+LR_SCHEDULERS = ["constant", "cosine"]
+SAMPLE_STRATEGIES = ["default", "staleness_control", "mix"]
+LOSS_AGG_MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"]
+DTYPES = ["float32", "bfloat16", "float16", "auto"]
+STORAGE_TYPES = ["file", "queue", "sql"]
+PROMPT_TYPES = ["plaintext", "messages"]
+SELECTOR_TYPES = ["sequential", "shuffle", "random", "difficulty"]
+ENGINE_TYPES = ["hf", "vllm", "external", "tinker"]
+CONCURRENT_MODES = ["sequential", "asynchronous", "multi-threading"]
+SYNC_METHODS = ["nccl", "memory", "checkpoint"]
+SYNC_STYLES = ["fixed", "explorer_driven", "trainer_driven"]
+TRAINER_TYPES = ["default", "verl"]
+TRAINER_STRATEGIES = ["fsdp", "fsdp2", "megatron", "none"]
+SAVE_STRATEGIES = ["single_thread", "single_process", "single_node", "unrestricted"]
+SAVE_HF_CHOICES = ["last", "always", "never"]
+MONITOR_TYPES = ["none", "tensorboard", "wandb", "mlflow"]
+LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
+
+
+# ---------------------------------------------------------------- algorithm
+
+
+@dataclass
+class OptimizerConfig:
+    lr: float = opt(1e-6, "Learning rate of the policy (actor).")
+    weight_decay: float = opt(0.01, "AdamW weight decay.")
+    betas: List[float] = opt([0.9, 0.999], "AdamW (beta1, beta2).")
+    lr_scheduler_type: str = opt("constant", "Learning-rate schedule after warm-up.", LR_SCHEDULERS)
+    warmup_style: Optional[str] = opt(
+        None, "Deprecated spelling of lr_scheduler_type; copied there with a warning.", LR_SCHEDULERS
+    )
+    lr_warmup_steps_ratio: float = opt(0.0, "Fraction of the training steps spent warming the rate up linearly.")
+    min_lr_ratio: float = opt(0.0, "Cosine schedule floor, as a fraction of lr.")
+
+
+@dataclass
+class AlgorithmConfig:
+    algorithm_type: str = opt("ppo", "Algorithm preset; fills every *_fn left unset.", ALGORITHM_TYPES)
+    repeat_times: int = opt(1, "Rollouts per task (the group size for group-based algorithms).")
+    optimizer: OptimizerConfig = section(OptimizerConfig, "Optimizer of the policy.")
+    sample_strategy: Optional[str] = opt(
+        None, "How the trainer draws experiences from the buffer (preset default).", SAMPLE_STRATEGIES
+    )
+    sample_strategy_args: Dict[str, Any] = opt({}, "Arguments of the sample strategy.")
+    advantage_fn: Optional[str] = opt(None, "Advantage estimator name (preset default).")
+    advantage_fn_args: Dict[str, Any] = opt({}, "Arguments of the advantage estimator, e.g. gamma, lam.")
+    policy_loss_fn: Optional[str] = opt(None, "Policy loss name (preset default).")
+    policy_loss_fn_args: Dict[str, Any] = opt({}, "Arguments of the policy loss, e.g. clip ranges.")
+    kl_penalty_fn: Optional[str] = opt(None, "KL penalty subtracted from the reward; 'none' disables it.")
+    kl_penalty_fn_args: Dict[str, Any] = opt({}, "Arguments of the KL penalty, e.g. kl_coef.")
+    kl_loss_fn: Optional[str] = opt(None, "KL term added to the loss; 'none' disables it.")
+    kl_loss_fn_args: Dict[str, Any] = opt({}, "Arguments of the KL loss, e.g. kl_coef.")
+    entropy_loss_fn: Optional[str] = opt(None, "Entropy bonus in the loss; 'none' disables it.")
+    entropy_loss_fn_args: Dict[str, Any] = opt({}, "Arguments of the entropy term, e.g. entropy_coef.")
+    loss_agg_mode: Optional[str] = opt(None, "How per-token losses are averaged (preset default).", LOSS_AGG_MODES)
+
+
+# ---------------------------------------------------------------- model
+
+
+@dataclass
+class LoRAConfig:
+    name: Optional[str] = opt(None, "Name of the adapter.")
+    path: Optional[str] = opt(None, "Path of an existing adapter to start from.")
+    base_model_name: Optional[str] = opt(None, "Name of the base model the adapter belongs to.")
+    lora_rank: int = opt(32, "Rank of the low-rank matrices.")
+    lora_alpha: int = opt(32, "Scaling numerator of the adapter.")
+    lora_dtype: str = opt("auto", "Data type of the adapter weights.")
+    target_modules: Any = opt("all-linear", "Modules to adapt: 'all-linear' or a list of module names.")
+
+
+@dataclass
+class TinkerConfig:
+    enable: bool = opt(False, "Train through the Tinker service instead of local weights.")
+    rank: int = opt(32, "LoRA rank used by Tinker.")
+    seed: Optional[int] = opt(None, "Random seed for Tinker.")
+    train_mlp: bool = opt(True, "Adapt the MLP layers.")
+    train_attn: bool = opt(True, "Adapt the attention layers.")
+    train_unembed: bool = opt(True, "Adapt the unembedding layer.")
+
+
+@dataclass
+class ExternalModelConfig:
+    enable: bool = opt(False, "Use an OpenAI-compatible API model as the rollout model.")
+    base_url_env: str = opt("OPENAI_BASE_URL", "Environment variable holding the API base URL.")
+    api_key_env: str = opt("OPENAI_API_KEY", "Environment variable holding the API key.")
+    model_name: Optional[str] = opt(None, "Model name sent to the API.")
+
+
+@dataclass
+class ModelConfig:
+    model_path: Optional[str] = opt(REQUIRED, "Path of the model to train (a local directory).", required=True)
+    critic_model_path: Optional[str] = opt(None, "Path of the critic model; model_path when unset.")
+    custom_chat_template: Optional[str] = opt(None, "Chat template as a string; the tokenizer's when unset.")
+    chat_template_path: Optional[str] = opt(None, "Jinja2 chat template file; wins over custom_chat_template.")
+    max_model_len: Optional[int] = opt(None, "Longest sequence (prompt + response) in tokens.")
+    max_prompt_tokens: Optional[int] = opt(None, "Longest prompt in tokens.")
+    max_response_tokens: Optional[int] = opt(None, "Longest generated response in tokens.")
+    min_response_tokens: int = opt(1, "Shortest generated response in tokens.")
+    enable_prompt_truncation: bool = opt(True, "Cut prompts to max_prompt_tokens (longer ones are not trained on).")
+    repetition_penalty: float = opt(1.0, "Repetition penalty applied when sampling.")
+    temperature: float = opt(1.0, "Sampling temperature (tasksets may override it in rollout_args).")
+    top_p: float = opt(1.0, "Nucleus sampling threshold.")
+    top_k: int = opt(-1, "Top-k sampling; -1 turns it off.")
+    logprobs: int = opt(0, "Number of top logprobs returned per generated token besides the chosen one.")
+    enable_thinking: Optional[bool] = opt(None, "Pass enable_thinking to chat templates that support it.")
+    dtype: str = opt("float32", "Weight data type of the trained model.", DTYPES)
+    lora_configs: Optional[List[LoRAConfig]] = opt(None, "LoRA adapters (at most one); null trains all weights.")
+    rope_scaling: Optional[Dict[str, Any]] = opt(None, "RoPE scaling override for the model config.")
+    rope_theta: Optional[float] = opt(None, "RoPE theta override for the model config.")
+    tinker: TinkerConfig = section(TinkerConfig, "Tinker training service.")
+    external_model: ExternalModelConfig = section(ExternalModelConfig, "OpenAI-compatible API model.")
+
+
+# ---------------------------------------------------------------- cluster
+
+
+@dataclass
+class ClusterConfig:
+    node_num: int = opt(1, "Number of machines.")
+    gpu_per_node: Optional[int] = opt(None, "GPUs per machine; null counts them, 0 runs on CPU only.")
+    # The device split below is derived by resolve(); users normally leave it alone.
+    device_type: Optional[str] = opt(None, "(derived) 'cuda' or 'cpu'.")
+    explorer_devices: Optional[int] = opt(None, "(derived) Devices of the rollout model engines.")
+    auxiliary_devices: Optional[int] = opt(None, "(derived) Devices of all auxiliary model engines.")
+    trainer_devices: Optional[int] = opt(None, "(derived) Devices left for the trainer.")
+    shared_devices: Optional[bool] = opt(None, "(derived) True when components share devices (CPU or colocate).")
+
+
+# ---------------------------------------------------------------- buffer
+
+
+@dataclass
+class FormatConfig:
+    prompt_type: str = opt("plaintext", "Shape of the prompt column.", PROMPT_TYPES)
+    prompt_key: str = opt("prompt", "Column with the prompt (plaintext).")
+    response_key: str = opt("response", "Column with the reference response (plaintext).")
+    system_prompt_key: Optional[str] = opt(None, "Column with a system prompt (plaintext).")
+    system_prompt: Optional[str] = opt(None, "System prompt for every row; system_prompt_key wins.")
+    messages_key: str = opt("messages", "Column with the message list (messages).")
+    tools_key: Optional[str] = opt(None, "Column with the tool list (a list of dicts).")
+    chosen_key: str = opt("chosen", "Column with the preferred response (DPO).")
+    rejected_key: str = opt("rejected", "Column with the dispreferred response (DPO).")
+    enable_concatenated_multi_turn: bool = opt(False, "Train on every assistant turn of a dialogue (SFT).")
+    chat_template: Optional[str] = opt(None, "Chat template for this dataset; model.custom_chat_template when unset.")
+
+
+@dataclass
+class TaskSelectorConfig:
+    selector_type: str = opt("sequential", "Order in which tasks are drawn.", SELECTOR_TYPES)
+    seed: Optional[int] = opt(None, "Seed of shuffle/random selection; the global seed when unset.")
+    args: Dict[str, Any] = opt({}, "Arguments of the selector.")
+
+
+@dataclass
+class ReplayBufferConfig:
+    enable: bool = opt(False, "Reuse experiences of a queue buffer.")
+    reuse_cooldown_time: Optional[float] = opt(None, "Seconds before an experience may be reused; null never.")
+    priority_fn: str = opt("linear_decay", "Priority function ordering reuse.")
+    priority_fn_args: Dict[str, Any] = opt({}, "Arguments of the priority function.")
+
+
+@dataclass
+class StorageConfig:
+    name: str = opt("", "Unique name of the dataset or buffer.")
+    storage_type: str = opt("file", "Where the data lives.", STORAGE_TYPES)
+    path: Optional[str] = opt(None, "File: dataset directory or file; sql: database URL or file; queue: backup.")
+    subset_name: Optional[str] = opt(None, "Dataset subset (the 'name' of datasets.load_dataset).")
+    split: str = opt("train", "Dataset split.")
+    repeat_times: Optional[int] = opt(None, "Rollouts per task; algorithm.repeat_times (1 for eval) when unset.")
+    format: FormatConfig = section(FormatConfig, "Which columns hold what.")
+    rollout_args: Dict[str, Any] = opt({}, "Sampling arguments: temperature, top_p, top_k, max_tokens, n...")
+    workflow_args: Dict[str, Any] = opt({}, "Extra arguments for the workflow.")
+    reward_fn_args: Dict[str, Any] = opt({}, "Extra arguments for the reward function.")
+    default_workflow_type: Optional[str] = opt(None, "Workflow of this taskset; explorer_input's default when unset.")
+    default_reward_fn_type: Optional[str] = opt(None, "Reward of this taskset; explorer_input's default when unset.")
+    task_selector: TaskSelectorConfig = section(TaskSelectorConfig, "Task ordering.")
+    enable_progress_bar: bool = opt(False, "Show a progress bar while reading.")
+    max_read_timeout: float = opt(1800, "Seconds a reader waits for a full batch from a queue.")
+    replay_buffer: ReplayBufferConfig = section(ReplayBufferConfig, "Experience reuse (queue only).")
+    capacity: Optional[int] = opt(None, "Most items a queue holds before writers wait; null is unbounded.")
+    is_eval: bool = opt(False, "(derived) True for eval tasksets.")
+
+
+@dataclass
+class ExplorerInputConfig:
+    taskset: Optional[StorageConfig] = opt(None, "A single training taskset (folded into tasksets).")
+    tasksets: List[StorageConfig] = opt([], "Training tasksets.")
+    eval_tasksets: List[StorageConfig] = opt([], "Evaluation tasksets.")
+    default_workflow_type: Optional[str] = opt(None, "Workflow of tasksets that name none.")
+    default_eval_workflow_type: Optional[str] = opt(None, "Workflow of eval tasksets that name none.")
+    default_reward_fn_type: Optional[str] = opt(None, "Reward function of tasksets that name none.")
+
+
+@dataclass
+class TrainerInputConfig:
+    experience_buffer: Optional[StorageConfig] = opt(
+        None, "Explorer output and trainer input; a queue named experience_buffer when unset."
+    )
+    auxiliary_buffers: Dict[str, StorageConfig] = opt({}, "Extra datasets for the trainer, by name.")
+
+
+@dataclass
+class BufferConfig:
+    batch_size: int = opt(1, "Tasks per explorer step (do not multiply by repeat_times).")
+    train_batch_size: Optional[int] = opt(None, "Experiences per trainer step; batch_size * repeat_times when unset.")
+    total_epochs: int = opt(1, "Passes over the tasksets.")
+    total_steps: Optional[int] = opt(None, "Explorer steps; wins over total_epochs when set.")
+    explorer_input: ExplorerInputConfig = section(ExplorerInputConfig, "Datasets read by the explorer.")
+    trainer_input: TrainerInputConfig = section(TrainerInputConfig, "Buffers read by the trainer.")
+
+
+# ---------------------------------------------------------------- explorer
+
+
+@dataclass
+class InferenceModelConfig:
+    engine_type: str = opt("hf", "Inference backend ('hf' runs everywhere).", ENGINE_TYPES)
+    engine_num: int = opt(1, "Number of engines.")
+    tensor_parallel_size: int = opt(1, "Devices per engine.")
+    enable_history: bool = opt(False, "Record every model call as an experience.")
+    gpu_memory_utilization: float = opt(0.9, "Fraction of a GPU's memory an engine may take.")
+    enforce_eager: bool = opt(False, "Disable CUDA graphs in engines that use them.")
+    dtype: Optional[str] = opt(None, "Engine weight data type; model.dtype when unset.", DTYPES)
+    seed: Optional[int] = opt(None, "Sampling seed; the global seed when unset.")
+    model_path: Optional[str] = opt(None, "Model served; model.model_path for the rollout model.")
+    max_model_len: Optional[int] = opt(None, "Override of model.max_model_len for this engine.")
+    max_prompt_tokens: Optional[int] = opt(None, "Override of model.max_prompt_tokens for this engine.")
+    max_response_tokens: Optional[int] = opt(None, "Override of model.max_response_tokens for this engine.")
+    enable_thinking: Optional[bool] = opt(None, "Override of model.enable_thinking for this engine.")
+    name: Optional[str] = opt(None, "Name workflows use to find an auxiliary model.")
+
+
+@dataclass
+class OverRolloutConfig:
+    ratio: float = opt(0.0, "Fraction of a batch the explorer may skip waiting for.")
+    wait_after_min: float = opt(30.0, "Seconds to keep waiting once the minimum is reached.")
+
+
+@dataclass
+class DynamicTimeoutConfig:
+    enable: bool = opt(False, "Scale each task's timeout from the mean successful task time.")
+    ratio: float = opt(3.0, "Timeout = mean successful task time * ratio.")
+
+
+@dataclass
+class ExplorerConfig:
+    name: str = opt("explorer", "Name of the explorer component.")
+    runner_per_model: int = opt(8, "Workflow runners per rollout engine.")
+    concurrent_mode: str = opt("sequential", "How a runner executes the repeats of a task.", CONCURRENT_MODES)
+    max_repeat_times_per_runner: Optional[int] = opt(None, "Split a task's repeats into runner jobs of at most this.")
+    max_timeout: float = opt(900, "Seconds a workflow may run.")
+    max_retry_times: int = opt(2, "Retries of a failed workflow.")
+    env_vars: Dict[str, str] = opt({}, "Environment variables set for every runner.")
+    rollout_model: InferenceModelConfig = section(InferenceModelConfig, "Engines of the policy being trained.")
+    auxiliary_models: List[InferenceModelConfig] = opt([], "Other models workflows may call (judges, reward models).")
+    eval_interval: int = opt(100, "Explorer steps between evaluations (a multiple of sync_interval).")
+    eval_on_startup: bool = opt(True, "Evaluate the initial model at step 0.")
+    over_rollout: OverRolloutConfig = section(OverRolloutConfig, "Proceed before the slowest tasks finish.")
+    dynamic_timeout: DynamicTimeoutConfig = section(DynamicTimeoutConfig, "Adaptive task timeouts.")
+    runner_state_report_interval: float = opt(0, "Seconds between runner status reports; 0 is off.")
+    bench_on_latest_checkpoint: bool = opt(False, "In bench mode, evaluate only the newest checkpoint.")
+
+
+# ---------------------------------------------------------------- synchronizer / trainer
+
+
+@dataclass
+class SynchronizerConfig:
+    sync_method: Optional[str] = opt(None, "Weight transport; derived from mode and devices when unset.", SYNC_METHODS)
+    sync_interval: int = opt(1, "Steps between weight synchronizations.")
+    sync_offset: int = opt(0, "Steps the explorer runs before the trainer starts.")
+    sync_timeout: float = opt(1200, "Seconds a synchronization may take.")
+    sync_style: str = opt("fixed", "Who decides when to synchronize.", SYNC_STYLES)
+
+
+@dataclass
+class TrainerConfig:
+    name: str = opt("trainer", "Name of the trainer component.")
+    trainer_type: str = opt("default", "Trainer backend; 'verl' is accepted as an alias of 'default'.", TRAINER_TYPES)
+    trainer_strategy: str = opt("fsdp", "Parallelism over several devices ('none' on one device).", TRAINER_STRATEGIES)
+    total_steps: Optional[int] = opt(None, "(derived when unset) Trainer steps of the run.")
+    save_interval: int = opt(0, "Trainer steps between checkpoints; 0 saves only at the end.")
+    save_strategy: str = opt("unrestricted", "How concurrent checkpoint writes are serialized.", SAVE_STRATEGIES)
+    save_hf_checkpoint: str = opt("last", "Which checkpoints also get a Hugging Face export.", SAVE_HF_CHOICES)
+    grad_clip: float = opt(1.0, "Gradient norm clip.")
+    use_dynamic_bsz: bool = opt(True, "Pack micro-batches by token budget instead of a fixed count.")
+    max_token_len_per_gpu: Optional[int] = opt(None, "Token budget of a micro-batch; 2 * max_model_len when unset.")
+    ppo_micro_batch_size_per_gpu: int = opt(1, "Experiences per micro-batch when use_dynamic_bsz is off.")
+    ppo_epochs: int = opt(1, "Passes over each training batch.")
+    ulysses_sequence_parallel_size: int = opt(1, "Sequence-parallel degree.")
+    max_checkpoints_to_keep: Optional[int] = opt(None, "Older checkpoints are deleted; null keeps all.")
+    trainer_config: Any = opt(None, "Backend-specific settings passed through unchanged (e.g. critic).")
+
+
+# ---------------------------------------------------------------- monitor, services, data, log
+
+
+@dataclass
+class MonitorConfig:
+    monitor_type: str = opt("none", "Extra metrics sink; console and metrics.jsonl are always on.", MONITOR_TYPES)
+    monitor_args: Dict[str, Any] = opt({}, "Arguments of the sink (wandb base_url, mlflow uri, ...).")
+    enable_ray_timeline: bool = opt(False, "Export a Ray timeline.json into the run's monitor directory.")
+
+
+@dataclass
+class DataJuicerServiceConfig:
+    server_url: Optional[str] = opt(None, "URL of a running Data-Juicer server.")
+    auto_start: bool = opt(False, "Start the server automatically.")
+    port: Optional[int] = opt(None, "Port of an automatically started server.")
+
+
+@dataclass
+class ServiceConfig:
+    data_juicer: Optional[DataJuicerServiceConfig] = opt(None, "Data-Juicer processing service.")
+
+
+@dataclass
+class OperatorConfig:
+    name: str = opt("", "Registered operator name.")
+    args: Dict[str, Any] = opt({}, "Arguments of the operator.")
+
+
+@dataclass
+class PipelineConfig:
+    operators: List[OperatorConfig] = opt([], "Operators applied in order.")
+    num_process: int = opt(1, "Worker processes of the pipeline.")
+    inputs: List[str] = opt([], "Input dataset paths (task pipeline).")
+    target_fields: List[str] = opt([], "Fields the operators read.")
+
+
+@dataclass
+class DataProcessorConfig:
+    task_pipeline: Optional[PipelineConfig] = opt(None, "Processing of tasksets before exploring.")
+    experience_pipeline: Optional[PipelineConfig] = opt(None, "Processing of experiences before the buffer.")
+
+
+@dataclass
+class LogConfig:
+    level: str = opt("INFO", "Log level of the components.", LOG_LEVELS)
+    group_by_node: bool = opt(False, "Put logs under log/<node_ip>/.")
+
+
+@dataclass
+class StageConfig:
+    stage_name: str = opt("", "Unique stage name; suffixes the run name.")
+    mode: Optional[str] = opt(None, "Mode of this stage; the global mode when unset.", MODES)
+    algorithm: Optional[Dict[str, Any]] = opt(None, "Keys merged over the global algorithm section.")
+    buffer: Optional[Dict[str, Any]] = opt(None, "Keys merged over the global buffer section.")
+    explorer: Optional[Dict[str, Any]] = opt(None, "Keys merged over the global explorer section.")
+    trainer: Optional[Dict[str, Any]] = opt(None, "Keys merged over the global trainer section.")
+    model: Optional[Dict[str, Any]] = opt(None, "Keys merged over the global model section.")
+    synchronizer: Optional[Dict[str, Any]] = opt(None, "Keys merged over the global synchronizer section.")
+    init_from_previous_stage: bool = opt(
+        True, "Start from the previous stage's final weights unless model.model_path is overridden here."
+    )
+
+
+# ---------------------------------------------------------------- root
+
+
+@dataclass
+class TriviumConfig:
+    project: str = opt("trivium", "Project name (groups runs).")
+    name: str = opt("run", "Run name.")
+    mode: str = opt("both", "What runs: explorer and trainer, one of them, a benchmark, or both on one device.", MODES)
+    checkpoint_root_dir: str = opt("./checkpoints", "Root of run directories <root>/<project>/<name>/.")
+    continue_from_checkpoint: bool = opt(True, "Resume from the run directory; else a used one gets a timestamp.")
+    ray_namespace: Optional[str] = opt(None, "Ray namespace; <project>/<name> when unset.")
+    ignore_validator_suggestions: bool = opt(False, "Do not print configuration suggestions.")
+    seed: int = opt(42, "Global random seed.")
+    algorithm: AlgorithmConfig = section(AlgorithmConfig, "What is optimized and how.")
+    model: ModelConfig = section(ModelConfig, "The trained model and its token limits.")
+    cluster: ClusterConfig = section(ClusterConfig, "Machines and devices.")
+    buffer: BufferConfig = section(BufferConfig, "Tasksets, the experience buffer and batch sizes.")
+    explorer: ExplorerConfig = section(ExplorerConfig, "Rollout engines and workflow runners.")
+    trainer: TrainerConfig = section(TrainerConfig, "The trainer.")
+    synchronizer: SynchronizerConfig = section(SynchronizerConfig, "Weight synchronization.")
+    monitor: MonitorConfig = section(MonitorConfig, "Metrics sinks.")
+    service: ServiceConfig = section(ServiceConfig, "External services.")
+    data_processor: DataProcessorConfig = section(DataProcessorConfig, "Task and experience pipelines.")
+    log: LogConfig = section(LogConfig, "Component logging.")
+    stages: List[StageConfig] = opt([], "Stages run one after another, each overriding sections.")
+    # Filled by resolve()/expand_stages(); written to config.resolved.yaml for the runtime.
+    checkpoint_job_dir: Optional[str] = opt(None, "(derived) The run directory.")
+    stage_index: Optional[int] = opt(None, "(derived) Position of this stage, from 0; null without stages.")
+    stage_name: Optional[str] = opt(None, "(derived) Name of this stage.")
+    previous_stage_job_dir: Optional[str] = opt(None, "(derived) Run directory of the stage before this one.")
+
+
+def field_help(cls: type, name: str) -> str:
+    return cls.__dataclass_fields__[name].metadata.get("help", "")
+
+
+def field_choices(cls: type, name: str) -> Optional[List[Any]]:
+    return cls.__dataclass_fields__[name].metadata.get("choices")
+
+

@@ -1,0 +1,324 @@
+"""validate(): errors and suggestions for a resolved config.
+
+Errors (a ConfigError listing every problem) are combinations that cannot run; each names
+the keys involved and what to change. Suggestions are advice for a valid run and never stop
+it. The rules read derived values (device split, sync method, token limits) that resolve()
+already filled; nothing here derives values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from trivium.algorithm.presets import PRESETS
+from trivium.config.errors import ConfigError, Problem, Suggestion
+from trivium.config.memory import memory_suggestions
+from trivium.config.schema import TriviumConfig
+from trivium.config.typecheck import check_values
+
+EXPLORING_MODES = ("both", "explore", "colocate")
+
+
+def validate(config: TriviumConfig) -> list[Suggestion]:
+    """Raise ConfigError listing every problem; return suggestions (none if ignored)."""
+    problems: list[Problem] = []
+    check_values(dataclasses.asdict(config), TriviumConfig, "", problems)
+    if problems:  # wrong types make the rules below meaningless
+        raise ConfigError(problems)
+    for rule in RULES:
+        rule(config, problems)
+    if problems:
+        raise ConfigError(problems)
+    if config.ignore_validator_suggestions:
+        return []
+    return suggestions(config)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _at_least(problems: list[Problem], key: str, value: float | None, minimum: float, what: str = "") -> None:
+    if value is not None and value < minimum:
+        problems.append(Problem(key, f"must be at least {minimum}{what}, got {value}"))
+
+
+def _between(problems: list[Problem], key: str, value: float, low: float, high: float,
+             low_open: bool = False, high_open: bool = False) -> None:
+    too_low = value <= low if low_open else value < low
+    too_high = value >= high if high_open else value > high
+    if too_low or too_high:
+        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+        problems.append(Problem(key, f"must be in {interval}, got {value}"))
+
+
+# ---------------------------------------------------------------- rules
+
+
+def _required(config: TriviumConfig, problems: list[Problem]) -> None:
+    external_only = config.explorer.rollout_model.engine_type == "external" and config.mode in ("explore", "bench")
+    if not config.model.model_path and not external_only:
+        problems.append(Problem(
+            "model.model_path",
+            "is required: set it to the directory of the model to train (e.g. model.model_path=/models/my-model)",
+        ))
+
+
+def _ranges(config: TriviumConfig, problems: list[Problem]) -> None:
+    algorithm, buffer, model = config.algorithm, config.buffer, config.model
+    optimizer, trainer, explorer = algorithm.optimizer, config.trainer, config.explorer
+    for key, value in [
+        ("algorithm.repeat_times", algorithm.repeat_times), ("buffer.batch_size", buffer.batch_size),
+        ("buffer.train_batch_size", buffer.train_batch_size), ("buffer.total_epochs", buffer.total_epochs),
+        ("buffer.total_steps", buffer.total_steps), ("synchronizer.sync_interval", config.synchronizer.sync_interval),
+        ("explorer.runner_per_model", explorer.runner_per_model), ("explorer.eval_interval", explorer.eval_interval),
+        ("trainer.ppo_epochs", trainer.ppo_epochs), ("cluster.node_num", config.cluster.node_num),
+        ("trainer.ppo_micro_batch_size_per_gpu", trainer.ppo_micro_batch_size_per_gpu),
+        ("trainer.ulysses_sequence_parallel_size", trainer.ulysses_sequence_parallel_size),
+        ("trainer.max_checkpoints_to_keep", trainer.max_checkpoints_to_keep),
+        ("explorer.max_repeat_times_per_runner", explorer.max_repeat_times_per_runner),
+        ("model.max_model_len", model.max_model_len), ("model.max_prompt_tokens", model.max_prompt_tokens),
+        ("model.max_response_tokens", model.max_response_tokens),
+    ]:
+        _at_least(problems, key, value, 1)
+    for key, value in [
+        ("synchronizer.sync_offset", config.synchronizer.sync_offset), ("cluster.gpu_per_node", config.cluster.gpu_per_node),
+        ("explorer.max_retry_times", explorer.max_retry_times), ("trainer.save_interval", trainer.save_interval),
+        ("model.min_response_tokens", model.min_response_tokens), ("model.temperature", model.temperature),
+        ("algorithm.optimizer.weight_decay", optimizer.weight_decay),
+    ]:
+        _at_least(problems, key, value, 0)
+    for key, value in [("algorithm.optimizer.lr", optimizer.lr), ("trainer.grad_clip", trainer.grad_clip),
+                       ("explorer.max_timeout", explorer.max_timeout), ("synchronizer.sync_timeout",
+                       config.synchronizer.sync_timeout), ("model.repetition_penalty", model.repetition_penalty),
+                       ("explorer.dynamic_timeout.ratio", explorer.dynamic_timeout.ratio)]:
+        if value <= 0:
+            problems.append(Problem(key, f"must be greater than 0, got {value}"))
+    _between(problems, "model.top_p", model.top_p, 0, 1, low_open=True)
+    if model.top_k != -1 and model.top_k < 1:
+        problems.append(Problem("model.top_k", f"must be -1 (off) or at least 1, got {model.top_k}"))
+    _between(problems, "algorithm.optimizer.lr_warmup_steps_ratio", optimizer.lr_warmup_steps_ratio, 0, 1)
+    _between(problems, "algorithm.optimizer.min_lr_ratio", optimizer.min_lr_ratio, 0, 1)
+    if len(optimizer.betas) != 2:
+        problems.append(Problem("algorithm.optimizer.betas", f"needs two numbers [beta1, beta2], got {optimizer.betas}"))
+    else:
+        for index, beta in enumerate(optimizer.betas):
+            _between(problems, f"algorithm.optimizer.betas[{index}]", beta, 0, 1, high_open=True)
+    _between(problems, "explorer.over_rollout.ratio", explorer.over_rollout.ratio, 0, 1, high_open=True)
+    for key, engine in _engines(config):
+        _at_least(problems, f"{key}.engine_num", engine.engine_num, 1)
+        _at_least(problems, f"{key}.tensor_parallel_size", engine.tensor_parallel_size, 1)
+        _between(problems, f"{key}.gpu_memory_utilization", engine.gpu_memory_utilization, 0, 1, low_open=True)
+
+
+def _token_limits(config: TriviumConfig, problems: list[Problem]) -> None:
+    model = config.model
+    prompt, response, total = model.max_prompt_tokens, model.max_response_tokens, model.max_model_len
+    if prompt is not None and response is not None and total is not None and prompt + response > total:
+        problems.append(Problem(
+            "model.max_model_len",
+            f"model.max_prompt_tokens ({prompt}) + model.max_response_tokens ({response}) = {prompt + response} "
+            f"exceeds model.max_model_len ({total}); raise max_model_len or lower one of the two",
+        ))
+    if response is not None and model.min_response_tokens >= response:
+        problems.append(Problem(
+            "model.min_response_tokens",
+            f"({model.min_response_tokens}) must be less than model.max_response_tokens ({response})",
+        ))
+    if model.lora_configs is not None and len(model.lora_configs) > 1:
+        problems.append(Problem("model.lora_configs", f"supports one adapter, got {len(model.lora_configs)}"))
+
+
+def _algorithm(config: TriviumConfig, problems: list[Problem]) -> None:
+    algorithm = config.algorithm
+    preset = PRESETS[algorithm.algorithm_type]
+    if preset.group_based and algorithm.repeat_times < 2:
+        problems.append(Problem(
+            "algorithm.repeat_times",
+            f"{algorithm.algorithm_type} compares several responses per task, so it needs repeat_times >= 2 "
+            f"(got {algorithm.repeat_times}); 8 is a common choice",
+        ))
+    if preset.train_only and config.mode != "train":
+        problems.append(Problem(
+            "mode",
+            f"algorithm.algorithm_type '{algorithm.algorithm_type}' trains from a dataset and runs only with "
+            f"mode: train (got mode: {config.mode})",
+        ))
+    if preset.train_only:
+        buffer = config.buffer.trainer_input.experience_buffer
+        if buffer.storage_type == "queue" or not buffer.path:
+            problems.append(Problem(
+                "buffer.trainer_input.experience_buffer",
+                f"{algorithm.algorithm_type} reads its training data from here: set storage_type: file (or sql) "
+                "and path to the dataset",
+            ))
+
+
+def _data(config: TriviumConfig, problems: list[Problem]) -> None:
+    explorer_input, trainer_input = config.buffer.explorer_input, config.buffer.trainer_input
+    if config.mode in EXPLORING_MODES and not explorer_input.tasksets:
+        problems.append(Problem(
+            "buffer.explorer_input.tasksets",
+            f"mode '{config.mode}' explores, so it needs a training taskset: set buffer.explorer_input.taskset "
+            "(or tasksets) with a name and a path",
+        ))
+    if config.mode == "bench" and not explorer_input.eval_tasksets:
+        problems.append(Problem("buffer.explorer_input.eval_tasksets", "bench mode needs at least one eval taskset"))
+    for key, taskset in _tasksets(config):
+        if taskset.storage_type == "queue":
+            problems.append(Problem(f"{key}.storage_type", "a taskset is read from 'file' or 'sql', not a queue"))
+        elif not taskset.path:
+            problems.append(Problem(f"{key}.path", f"taskset '{taskset.name}' needs a path to its data"))
+        _at_least(problems, f"{key}.repeat_times", taskset.repeat_times, 1)
+        _between(problems, f"{key}.rollout_args.top_p", float(taskset.rollout_args.get("top_p", 1.0)), 0, 1,
+                 low_open=True)
+        if float(taskset.rollout_args.get("temperature", 1.0)) < 0:
+            problems.append(Problem(f"{key}.rollout_args.temperature", "must be at least 0"))
+    experience = trainer_input.experience_buffer
+    if experience.storage_type == "file" and config.mode in ("both", "colocate"):
+        problems.append(Problem(
+            "buffer.trainer_input.experience_buffer.storage_type",
+            f"'file' is for inspecting experiences in explore mode; mode '{config.mode}' needs 'queue' or 'sql'",
+        ))
+    for key, storage in [("buffer.trainer_input.experience_buffer", experience)] + [
+        (f"buffer.trainer_input.auxiliary_buffers.{name}", aux) for name, aux in trainer_input.auxiliary_buffers.items()
+    ]:
+        if storage.replay_buffer.enable and storage.storage_type != "queue":
+            problems.append(Problem(f"{key}.replay_buffer.enable", "experience reuse works only with storage_type: queue"))
+    for name, aux in trainer_input.auxiliary_buffers.items():
+        if aux.storage_type in ("file", "sql") and not aux.path:
+            problems.append(Problem(f"buffer.trainer_input.auxiliary_buffers.{name}.path", "an auxiliary buffer needs a path to its data"))
+    seen: dict[str, str] = {}
+    for key, storage in list(_tasksets(config)) + [("buffer.trainer_input.experience_buffer", experience)]:
+        if storage.name in seen:
+            problems.append(Problem(f"{key}.name", f"'{storage.name}' is already used by {seen[storage.name]}; names must be unique"))
+        seen.setdefault(storage.name, key)
+
+
+def _devices(config: TriviumConfig, problems: list[Problem]) -> None:
+    cluster, mode = config.cluster, config.mode
+    total = cluster.node_num * cluster.gpu_per_node
+    explorer_key = "explorer.rollout_model.engine_num * tensor_parallel_size"
+    if cluster.device_type == "cpu":
+        for key, engine in _engines(config):
+            if engine.engine_type == "vllm":
+                problems.append(Problem(f"{key}.engine_type", "vllm needs a GPU; on a CPU-only cluster use engine_type: hf"))
+        return
+    if mode == "colocate":
+        from trivium.config.resolve import engine_devices
+
+        if engine_devices(config.explorer.rollout_model) > 1:
+            problems.append(Problem(
+                "explorer.rollout_model",
+                "colocate shares one device, so engine_num and tensor_parallel_size must both be 1",
+            ))
+        return
+    used = cluster.explorer_devices + cluster.auxiliary_devices
+    if mode == "both" and cluster.trainer_devices < 1:
+        problems.append(Problem(
+            "cluster",
+            f"the explorer ({explorer_key} = {cluster.explorer_devices}) and auxiliary models "
+            f"({cluster.auxiliary_devices}) use {used} of the cluster's {total} GPUs (cluster.node_num * "
+            "cluster.gpu_per_node), leaving none for the trainer; lower engine_num/tensor_parallel_size or add GPUs",
+        ))
+    if mode in ("explore", "bench") and used > total:
+        problems.append(Problem(
+            "cluster",
+            f"the explorer and auxiliary models need {used} GPUs but the cluster has {total}; "
+            "lower engine_num/tensor_parallel_size or raise cluster.gpu_per_node",
+        ))
+    for key, engine in _engines(config):
+        if engine.engine_type not in ("external", "tinker") and engine.tensor_parallel_size > cluster.gpu_per_node:
+            problems.append(Problem(
+                f"{key}.tensor_parallel_size",
+                f"({engine.tensor_parallel_size}) exceeds cluster.gpu_per_node ({cluster.gpu_per_node}); "
+                "an engine cannot span machines",
+            ))
+
+
+def _sync(config: TriviumConfig, problems: list[Problem]) -> None:
+    synchronizer, mode = config.synchronizer, config.mode
+    if mode in ("train", "explore", "bench") and synchronizer.sync_method in ("nccl", "memory"):
+        problems.append(Problem(
+            "synchronizer.sync_method",
+            f"'{synchronizer.sync_method}' needs trainer and explorer in one run; mode '{mode}' runs only one "
+            "of them, so use sync_method: checkpoint (or leave it unset)",
+        ))
+    if config.explorer.over_rollout.ratio > 0 and synchronizer.sync_style == "fixed":
+        problems.append(Problem(
+            "explorer.over_rollout.ratio",
+            "over-rollout needs dynamic synchronization: set synchronizer.sync_style to explorer_driven or "
+            "trainer_driven, or set the ratio to 0",
+        ))
+
+
+def _engines_and_trainer(config: TriviumConfig, problems: list[Problem]) -> None:
+    rollout = config.explorer.rollout_model
+    if rollout.engine_type == "external" and not config.model.external_model.model_name:
+        problems.append(Problem(
+            "model.external_model.model_name",
+            "explorer.rollout_model.engine_type is 'external': set the API model name here",
+        ))
+    if rollout.engine_type == "tinker" and not config.model.tinker.enable:
+        problems.append(Problem("model.tinker.enable", "engine_type 'tinker' needs model.tinker.enable: true"))
+    for index, aux in enumerate(config.explorer.auxiliary_models):
+        if not aux.model_path and aux.engine_type != "external":
+            problems.append(Problem(f"explorer.auxiliary_models[{index}].model_path", "an auxiliary model needs a model_path"))
+    if config.trainer.trainer_strategy == "megatron":
+        problems.append(Problem(
+            "trainer.trainer_strategy",
+            "megatron is not available in the built-in trainer; use fsdp or fsdp2 (or none on one device)",
+        ))
+    for pipeline_name in ("task_pipeline", "experience_pipeline"):
+        pipeline = getattr(config.data_processor, pipeline_name)
+        for index, operator in enumerate(pipeline.operators if pipeline else []):
+            if not operator.name:
+                problems.append(Problem(f"data_processor.{pipeline_name}.operators[{index}].name", "an operator needs a name"))
+
+
+RULES: list[Callable[[TriviumConfig, list[Problem]], None]] = [
+    _required, _ranges, _token_limits, _algorithm, _data, _devices, _sync, _engines_and_trainer,
+]
+
+
+def _engines(config: TriviumConfig):
+    yield "explorer.rollout_model", config.explorer.rollout_model
+    for index, aux in enumerate(config.explorer.auxiliary_models):
+        yield f"explorer.auxiliary_models[{index}]", aux
+
+
+def _tasksets(config: TriviumConfig):
+    explorer_input = config.buffer.explorer_input
+    for index, taskset in enumerate(explorer_input.tasksets):
+        yield f"buffer.explorer_input.tasksets[{index}]", taskset
+    for index, taskset in enumerate(explorer_input.eval_tasksets):
+        yield f"buffer.explorer_input.eval_tasksets[{index}]", taskset
+
+
+# ---------------------------------------------------------------- suggestions
+
+
+def suggestions(config: TriviumConfig) -> list[Suggestion]:
+    advice: list[Suggestion] = []
+    buffer, cluster = config.buffer, config.cluster
+    trainer_devices = cluster.trainer_devices or 0
+    if trainer_devices > 1 and buffer.train_batch_size % trainer_devices:
+        lower = buffer.train_batch_size - buffer.train_batch_size % trainer_devices
+        advice.append(Suggestion(
+            "buffer.train_batch_size",
+            f"{buffer.train_batch_size} experiences do not split evenly over {trainer_devices} trainer GPUs; "
+            f"use a multiple of {trainer_devices} (e.g. {lower} or {lower + trainer_devices}), or change the device split",
+        ))
+    supply = buffer.batch_size * config.algorithm.repeat_times
+    if config.mode in ("both", "colocate") and supply != buffer.train_batch_size:
+        advice.append(Suggestion(
+            "buffer.train_batch_size",
+            f"the explorer makes {supply:,} experiences per step (batch_size {buffer.batch_size} x repeat_times "
+            f"{config.algorithm.repeat_times}) but the trainer takes {buffer.train_batch_size:,}; see `trivium plan`",
+        ))
+    if config.mode == "colocate" and cluster.device_type == "cuda" and cluster.node_num * cluster.gpu_per_node > 1:
+        advice.append(Suggestion("mode", "colocate uses a single GPU; mode: both can use the others"))
+    if config.model.tinker.enable and config.model.lora_configs:
+        advice.append(Suggestion("model.lora_configs", "ignored because model.tinker.enable is true", "note"))
+    advice += memory_suggestions(config)
+    return advice

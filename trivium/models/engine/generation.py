@@ -1,0 +1,110 @@
+"""The decoding loop shared by the hf backend's decoders.
+
+Owns batching of rows (left padding, positions, capacity), per-step sampling, stop and
+length handling, and dropping finished rows. A decoder provides ``prefill``, ``decode`` and
+optionally ``keep_rows``; the loop knows nothing about weights or tokenizers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from trivium.models.engine.base import SamplingParams
+from trivium.models.engine.sampling import BatchSampler
+
+# Drop finished rows once at least this fraction of the running rows is done (and 4+ rows).
+COMPACT_FRACTION = 0.25
+
+
+@dataclass
+class SampledRow:
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str
+
+
+def left_pad(prompts: Sequence[Sequence[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, P) ids and bool mask, prompts aligned to the right edge."""
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.bool)
+    for row, prompt in enumerate(prompts):
+        input_ids[row, width - len(prompt) :] = torch.as_tensor(prompt, dtype=torch.long)
+        mask[row, width - len(prompt) :] = True
+    return input_ids, mask
+
+
+def sample_rows(
+    decoder,
+    prompts: Sequence[Sequence[int]],
+    params: Sequence[SamplingParams],
+    stop_token_ids: Sequence[Sequence[int]],
+    *,
+    vocab_size: int,
+    pad_token_id: int,
+    generator: torch.Generator | None,
+) -> list[SampledRow]:
+    """Sample one continuation per row; ``params[i].max_tokens`` must already fit the model."""
+    rows = len(prompts)
+    input_ids, mask = left_pad(prompts, pad_token_id)
+    positions = (mask.long().cumsum(dim=1) - 1).clamp(min=0)
+    max_new = max(p.max_tokens for p in params)
+    max_tokens = torch.tensor([p.max_tokens for p in params], dtype=torch.long)
+    sampler = BatchSampler(params, stop_token_ids, vocab_size)
+
+    seen = None
+    if sampler.any_penalty:
+        # Repetition penalty looks at prompt tokens too; padding goes to a spare column.
+        columns = torch.where(mask, input_ids, vocab_size)
+        seen = torch.zeros(rows, vocab_size + 1, dtype=torch.bool).scatter_(1, columns, True)[:, :vocab_size]
+
+    out_tokens = torch.zeros(rows, max_new, dtype=torch.long)
+    out_logprobs = torch.zeros(rows, max_new, dtype=torch.float32)
+    out_lengths = torch.full((rows,), max_new, dtype=torch.long)
+    stopped = torch.zeros(rows, dtype=torch.bool)
+    row_ids = torch.arange(rows)  # original row of each running row
+    next_position = positions[:, -1] + 1
+    done = torch.zeros(rows, dtype=torch.bool)
+
+    logits = decoder.prefill(input_ids, mask, positions, capacity=input_ids.shape[1] + max_new)
+    for step in range(max_new):
+        tokens, logprobs = sampler.sample(logits, step, seen, generator)
+        out_tokens[row_ids, step] = tokens
+        out_logprobs[row_ids, step] = logprobs
+        hit_stop = sampler.is_stop(tokens) & ~done
+        hit_length = (step + 1 >= max_tokens) & ~done
+        finished = hit_stop | hit_length
+        if bool(finished.any()):
+            out_lengths[row_ids[finished]] = step + 1
+            stopped[row_ids[hit_stop]] = True
+            done = done | finished
+            if bool(done.all()):
+                break
+            running = int((~done).sum())
+            if decoder.keep_rows is not None and running >= 4 and done.sum() >= COMPACT_FRACTION * len(done):
+                keep = (~done).nonzero().squeeze(1)
+                decoder.keep_rows(keep)
+                sampler.keep_rows(keep)
+                row_ids, tokens, next_position = row_ids[keep], tokens[keep], next_position[keep]
+                max_tokens, done = max_tokens[keep], done[keep]
+                seen = None if seen is None else seen[keep]
+        if seen is not None:
+            seen.scatter_(1, tokens.unsqueeze(1), True)
+        logits = decoder.decode(tokens, next_position)
+        next_position = next_position + 1
+    decoder.release()
+
+    results = []
+    for row in range(rows):
+        length = int(out_lengths[row])
+        results.append(
+            SampledRow(
+                token_ids=out_tokens[row, :length].tolist(),
+                logprobs=out_logprobs[row, :length].tolist(),
+                finish_reason="stop" if bool(stopped[row]) else "length",
+            )
+        )
+    return results

@@ -1,0 +1,234 @@
+"""The ``hf`` engine: a transformers causal LM sampled in-process, on CPU or one GPU.
+
+Owns model/tokenizer loading, the choice of decoder (the fast Llama/Qwen2 path when it
+applies, otherwise the model's own forward), grouping rows by seed, scoring sequences, and
+weight updates with version confirmation. The decoding loop lives in ``generation.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Sequence
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from trivium.errors import UserError
+from trivium.models.engine.base import (
+    GenerationOutput,
+    InferenceEngine,
+    SamplingParams,
+    check_prompt_lengths,
+    params_per_prompt,
+)
+from trivium.models.engine.fast_decoder import FastDecoder, unsupported_reason
+from trivium.models.engine.generation import sample_rows
+from trivium.models.engine.hf_decoder import HFDecoder
+
+logger = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# Cap on B * T * V float32 logits held at once while scoring (about 256 MB).
+SCORING_LOGITS_BUDGET = 2**26
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype | str:
+    if isinstance(dtype, torch.dtype) or dtype == "auto":
+        return dtype
+    if dtype not in DTYPES:
+        raise UserError(f"Unknown dtype {dtype!r}; use one of {sorted(DTYPES)} or 'auto'")
+    return DTYPES[dtype]
+
+
+class HFEngine(InferenceEngine):
+    """Sample from a transformers model. Thread-safe: calls are serialised by a lock."""
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        seed: int = 42,
+        max_model_len: int | None = None,
+        max_num_seqs: int = 256,
+        use_fast_decoder: bool = True,
+        version: int = 0,
+    ):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.max_model_len = max_model_len or getattr(model.config, "max_position_embeddings", None)
+        self.max_num_seqs = max_num_seqs
+        self._version = version
+        self._lock = threading.RLock()
+        self._generator = torch.Generator(device="cpu").manual_seed(seed)
+        self.vocab_size = model.get_output_embeddings().weight.shape[0]
+        self.pad_token_id = self._pad_token_id()
+        self.default_stop_ids = self._eos_token_ids()
+        reason = unsupported_reason(model) if use_fast_decoder else "disabled by use_fast_decoder=False"
+        if reason is None and model.device.type == "cpu":
+            self.decoder = FastDecoder(model)
+        else:
+            logger.info("hf engine uses the model's own forward: %s", reason or "non-CPU device")
+            self.decoder = HFDecoder(model)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        model_path: str,
+        *,
+        dtype: str | torch.dtype = "float32",
+        device: str = "cpu",
+        trust_remote_code: bool = False,
+        **kwargs,
+    ) -> HFEngine:
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+            model = AutoModelForCausalLM.from_pretrained(
+                model_path, dtype=resolve_dtype(dtype), trust_remote_code=trust_remote_code
+            )
+        except OSError as error:
+            raise UserError(f"Cannot load model from model_path={model_path!r}: {error}") from error
+        return cls(model.to(device), tokenizer, **kwargs)
+
+    def _pad_token_id(self) -> int:
+        for candidate in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id, 0):
+            if candidate is not None:
+                return int(candidate)
+        return 0
+
+    def _eos_token_ids(self) -> tuple[int, ...]:
+        ids = []
+        generation_eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        for value in (self.tokenizer.eos_token_id, generation_eos):
+            ids.extend(value if isinstance(value, (list, tuple)) else [value] if value is not None else [])
+        return tuple(dict.fromkeys(int(i) for i in ids))
+
+    # ---- generation ----------------------------------------------------------------------
+
+    def generate(
+        self, prompts: list[list[int]], params: SamplingParams | Sequence[SamplingParams]
+    ) -> list[list[GenerationOutput]]:
+        per_prompt = params_per_prompt(prompts, params)
+        check_prompt_lengths(prompts, self.max_model_len)
+        self._check_token_range(prompts)
+        # One row per sample; rows are grouped by seed so a seeded request draws from its own
+        # generator, untouched by whatever else is in the batch.
+        rows = [(i, p) for i, p in enumerate(per_prompt) for _ in range(p.n)]
+        groups: dict[int | None, list[int]] = {}
+        for row, (_, p) in enumerate(rows):
+            groups.setdefault(p.seed, []).append(row)
+        results: list = [None] * len(rows)
+        with self._lock:
+            version = self._version
+            for seed, members in groups.items():
+                generator = self._generator if seed is None else torch.Generator().manual_seed(seed)
+                for start in range(0, len(members), self.max_num_seqs):
+                    chunk = members[start : start + self.max_num_seqs]
+                    sampled = self._sample([prompts[rows[r][0]] for r in chunk], [rows[r][1] for r in chunk], generator)
+                    for r, out in zip(chunk, sampled):
+                        results[r] = out
+        outputs: list[list[GenerationOutput]] = [[] for _ in prompts]
+        for (prompt_index, p), sampled in zip(rows, results):
+            outputs[prompt_index].append(
+                GenerationOutput(
+                    prompt_ids=list(prompts[prompt_index]),
+                    token_ids=sampled.token_ids,
+                    logprobs=sampled.logprobs if p.logprobs else [],
+                    text=self.tokenizer.decode(sampled.token_ids, skip_special_tokens=True),
+                    finish_reason=sampled.finish_reason,
+                    model_version=version,
+                )
+            )
+        return outputs
+
+    def _check_token_range(self, sequences) -> None:
+        for index, seq in enumerate(sequences):
+            if seq and not 0 <= min(seq) <= max(seq) < self.vocab_size:
+                raise UserError(
+                    f"sequence {index} has token ids outside [0, {self.vocab_size}); "
+                    "were they made with a different tokenizer?"
+                )
+
+    def _sample(self, prompts, params: list[SamplingParams], generator):
+        fitted = []
+        for prompt, p in zip(prompts, params):
+            room = None if self.max_model_len is None else self.max_model_len - len(prompt)
+            if room is not None and p.max_tokens > room:
+                p = p.with_overrides(max_tokens=room, min_tokens=min(p.min_tokens, room))
+            fitted.append(p)
+        stop_ids = [p.stop_token_ids or self.default_stop_ids for p in fitted]
+        return sample_rows(
+            self.decoder,
+            prompts,
+            fitted,
+            stop_ids,
+            vocab_size=self.vocab_size,
+            pad_token_id=self.pad_token_id,
+            generator=generator,
+        )
+
+    # ---- scoring -------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def compute_logprobs(self, sequences: list[list[int]], prompt_lengths: list[int]) -> list[torch.Tensor]:
+        if len(sequences) != len(prompt_lengths):
+            raise ValueError(f"{len(sequences)} sequences but {len(prompt_lengths)} prompt lengths")
+        for index, (seq, p) in enumerate(zip(sequences, prompt_lengths)):
+            if not 1 <= p <= len(seq):
+                raise ValueError(f"sequence {index}: prompt_length {p} outside [1, {len(seq)}]")
+        self._check_token_range(sequences)
+        results: list[torch.Tensor | None] = [None] * len(sequences)
+        order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
+        max_tokens_per_batch = max(1, SCORING_LOGITS_BUDGET // self.vocab_size)
+        with self._lock:
+            batch: list[int] = []
+            for index in order:  # ascending length: the newcomer is the longest of its batch
+                if batch and (len(batch) + 1) * len(sequences[index]) > max_tokens_per_batch:
+                    self._score_batch(sequences, prompt_lengths, batch, results)
+                    batch = []
+                batch.append(index)
+            if batch:
+                self._score_batch(sequences, prompt_lengths, batch, results)
+        return results
+
+    def _score_batch(self, all_sequences, all_prompt_lengths, indices, results) -> None:
+        sequences = [all_sequences[i] for i in indices]
+        prompt_lengths = [all_prompt_lengths[i] for i in indices]
+        width = max(len(s) for s in sequences)
+        input_ids = torch.full((len(sequences), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros_like(input_ids)
+        for row, seq in enumerate(sequences):
+            input_ids[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+            mask[row, : len(seq)] = 1
+        device = self.model.device
+        logits = self.model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits.float().cpu()
+        # Token t is scored by the logits at position t - 1.
+        logprobs = logits[:, :-1].log_softmax(dim=-1).gather(2, input_ids[:, 1:].unsqueeze(2)).squeeze(2)
+        for row, (seq, p, index) in enumerate(zip(sequences, prompt_lengths, indices)):
+            results[index] = logprobs[row, p - 1 : len(seq) - 1].clone()
+
+    # ---- weights -------------------------------------------------------------------------
+
+    def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> int:
+        with self._lock:
+            own = self.model.state_dict()
+            unknown = [name for name in state_dict if name not in own]
+            if unknown:
+                raise ValueError(
+                    f"update_weights got {len(unknown)} parameter name(s) this model does not have, "
+                    f"e.g. {unknown[:3]}; expected names like {list(own)[:3]}"
+                )
+            with torch.no_grad():
+                for name, tensor in state_dict.items():
+                    target = own[name]
+                    if target.shape != tensor.shape:
+                        raise ValueError(f"update_weights: {name} has shape {tuple(tensor.shape)}, "
+                                         f"expected {tuple(target.shape)}")
+                    target.copy_(tensor)
+            self.decoder.bind_weights()
+            self._version = int(version)
+            return self._version
+
+    def version(self) -> int:
+        return self._version

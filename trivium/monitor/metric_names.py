@@ -1,0 +1,50 @@
+"""The names of the metrics that summaries and plots look for.
+
+The explorer and the trainer may log any key they like; the keys below are the ones the
+summary, the plots and the console headline understand. ``docs/observability.md`` lists
+them for whoever emits metrics. A ``*`` in a pattern matches any run of characters
+(``fnmatch`` rules), so ``eval/*/accuracy`` covers ``eval/gsm8k/accuracy``.
+"""
+
+from __future__ import annotations
+
+EXPLORER = "explorer"
+TRAINER = "trainer"
+ROLES = (EXPLORER, TRAINER)
+
+# Explorer: one value per explore step.
+REWARD_MEAN = "rollout/reward_mean"
+RESPONSE_LENGTH_MEAN = "rollout/response_length_mean"
+EVAL_ACCURACY = "eval/*/accuracy"  # one key per eval taskset: eval/<taskset>/accuracy
+
+# Trainer: one value per train step.
+POLICY_LOSS = "actor/pg_loss"
+KL_LOSS = "actor/kl_loss"
+ENTROPY = "actor/entropy"
+
+# Either role.
+STALENESS_MEAN = "staleness/mean"  # trainer step minus the model version that produced the data
+STALENESS_MAX = "staleness/max"
+THROUGHPUT = "time/throughput_*"
+TOKENS_PER_SECOND = "time/throughput_tokens_per_s"
+EXPERIENCES_PER_SECOND = "time/throughput_experiences_per_s"
+
+# The console shows these first when present (an exact key or a pattern), then a few others.
+HEADLINE_KEYS = (
+    REWARD_MEAN,
+    EVAL_ACCURACY,
+    POLICY_LOSS,
+    KL_LOSS,
+    ENTROPY,
+    RESPONSE_LENGTH_MEAN,
+    STALENESS_MEAN,
+    TOKENS_PER_SECOND,
+)
+
+
+def eval_taskset_of(key: str) -> str | None:
+    """``eval/gsm8k/accuracy`` -> ``gsm8k``; ``None`` for any other key."""
+    parts = key.split("/")
+    if len(parts) >= 3 and parts[0] == "eval" and parts[-1] == "accuracy":
+        return "/".join(parts[1:-1])
+    return None

@@ -1,0 +1,192 @@
+"""What a run did, in a dozen lines: computed from ``metrics.jsonl`` and the run directory.
+
+Steps done, best and last eval accuracy per taskset, the reward trend (mean of the first N
+explore steps against the last N), throughput, staleness, and where the checkpoints are.
+Used at the end of ``trivium run``, by ``trivium report``, and in ``report.html``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trivium.monitor import metric_names as names
+from trivium.monitor.metrics_file import metric_keys, read_metrics, series
+
+DEFAULT_TREND_WINDOW = 5
+
+
+@dataclass
+class EvalResult:
+    taskset: str
+    best: float
+    best_step: int
+    last: float
+    last_step: int
+
+
+@dataclass
+class RewardTrend:
+    window: int  # how many steps each mean covers
+    first_mean: float
+    last_mean: float
+
+    @property
+    def change(self) -> float:
+        return self.last_mean - self.first_mean
+
+
+@dataclass
+class RunSummary:
+    run_dir: Path
+    steps_done: dict[str, int] = field(default_factory=dict)  # role -> last step logged
+    wall_seconds: float | None = None
+    evals: list[EvalResult] = field(default_factory=list)
+    reward_trend: RewardTrend | None = None
+    throughput: dict[str, dict[str, float]] = field(default_factory=dict)  # role -> {unit: mean}
+    staleness_mean: float | None = None
+    staleness_max: float | None = None
+    checkpoint_steps: list[int] = field(default_factory=list)
+
+    @property
+    def latest_checkpoint_dir(self) -> Path | None:
+        return self.run_dir / f"global_step_{self.checkpoint_steps[-1]}" if self.checkpoint_steps else None
+
+
+def compute_summary(
+    run_dir: str | Path,
+    records: list[dict[str, Any]] | None = None,
+    *,
+    trend_window: int = DEFAULT_TREND_WINDOW,
+) -> RunSummary:
+    run_dir = Path(run_dir)
+    records = read_metrics(run_dir) if records is None else records
+    summary = RunSummary(run_dir=run_dir, checkpoint_steps=_checkpoint_steps(run_dir))
+    for role in names.ROLES:
+        steps = [int(record["step"]) for record in records if record.get("role") == role]
+        if steps:
+            summary.steps_done[role] = max(steps)
+    times = [record["time"] for record in records if isinstance(record.get("time"), (int, float))]
+    if times:
+        summary.wall_seconds = max(times) - min(times)
+    summary.evals = eval_results(records)
+    summary.reward_trend = reward_trend(records, trend_window)
+    for role in names.ROLES:
+        rates = {}
+        for unit, key in (
+            ("tokens/s", names.TOKENS_PER_SECOND),
+            ("experiences/s", names.EXPERIENCES_PER_SECOND),
+        ):
+            _, values = series(records, key, role=role)
+            if values:
+                recent = values[-trend_window:]
+                rates[unit] = sum(recent) / len(recent)
+        if rates:
+            summary.throughput[role] = rates
+    _, staleness = series(records, names.STALENESS_MEAN)
+    _, staleness_peaks = series(records, names.STALENESS_MAX)
+    if staleness:
+        summary.staleness_mean = sum(staleness) / len(staleness)
+    if staleness_peaks or staleness:
+        summary.staleness_max = max(staleness_peaks or staleness)
+    return summary
+
+
+def eval_results(records: list[dict[str, Any]]) -> list[EvalResult]:
+    results = []
+    for key in metric_keys(records):
+        taskset = names.eval_taskset_of(key)
+        if taskset is None or not fnmatch.fnmatchcase(key, names.EVAL_ACCURACY):
+            continue
+        steps, values = series(records, key)
+        if not values:
+            continue
+        best_index = max(range(len(values)), key=lambda index: values[index])  # first of equal bests
+        results.append(EvalResult(taskset, values[best_index], steps[best_index], values[-1], steps[-1]))
+    return results
+
+
+def reward_trend(records: list[dict[str, Any]], window: int) -> RewardTrend | None:
+    """Mean reward of the first ``window`` explore steps against the last ``window``.
+
+    With fewer than ``2 * window`` steps the windows shrink so they never overlap.
+    """
+    _, rewards = series(records, names.REWARD_MEAN, role=names.EXPLORER)
+    if not rewards:
+        _, rewards = series(records, names.REWARD_MEAN)
+    window = min(window, len(rewards) // 2)
+    if window == 0:
+        return None
+    first, last = rewards[:window], rewards[-window:]
+    return RewardTrend(window=window, first_mean=sum(first) / window, last_mean=sum(last) / window)
+
+
+def _checkpoint_steps(run_dir: Path) -> list[int]:
+    # The trainer owns what counts as a complete checkpoint.
+    from trivium.trainer.checkpoint import list_checkpoints
+
+    return list_checkpoints(run_dir)
+
+
+# ---- text ---------------------------------------------------------------------------------
+
+
+def summary_lines(summary: RunSummary) -> list[str]:
+    lines = [f"run directory: {summary.run_dir}"]
+    if summary.steps_done:
+        done = ", ".join(f"{role} {step}" for role, step in summary.steps_done.items())
+        duration = f" in {_duration(summary.wall_seconds)}" if summary.wall_seconds else ""
+        lines.append(f"steps done: {done}{duration}")
+    else:
+        lines.append("steps done: none logged yet (metrics.jsonl is missing or empty)")
+    for result in summary.evals:
+        lines.append(
+            f"eval {result.taskset}: best {result.best:.4f} (step {result.best_step}), "
+            f"last {result.last:.4f} (step {result.last_step})"
+        )
+    trend = summary.reward_trend
+    if trend is not None:
+        lines.append(
+            f"reward: {trend.first_mean:.4f} (first {trend.window} steps) -> {trend.last_mean:.4f} "
+            f"(last {trend.window}), change {trend.change:+.4f}"
+        )
+    for role, rates in summary.throughput.items():
+        text = ", ".join(f"{value:,.1f} {unit}" for unit, value in rates.items())
+        lines.append(f"throughput ({role}, recent): {text}")
+    if summary.staleness_mean is not None:
+        lines.append(f"staleness: mean {summary.staleness_mean:.2f}, max {summary.staleness_max:g} steps")
+    if summary.checkpoint_steps:
+        steps = summary.checkpoint_steps
+        shown = ", ".join(str(step) for step in steps[-5:])
+        more = f" (+{len(steps) - 5} older)" if len(steps) > 5 else ""
+        lines.append(f"checkpoints: steps {shown}{more}; latest: {summary.latest_checkpoint_dir}")
+        hf_export = summary.latest_checkpoint_dir / "actor" / "huggingface"
+        if hf_export.is_dir():
+            lines.append(f"Hugging Face export: {hf_export}")
+    else:
+        lines.append("checkpoints: none yet")
+    return lines
+
+
+def render_summary(run_dir: str | Path, *, trend_window: int = DEFAULT_TREND_WINDOW) -> str:
+    return "\n".join(summary_lines(compute_summary(run_dir, trend_window=trend_window)))
+
+
+def print_summary(
+    run_dir: str | Path, console: Any = None, *, trend_window: int = DEFAULT_TREND_WINDOW
+) -> None:
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.text import Text
+
+    console = console or Console(highlight=False)
+    text = Text("\n".join(summary_lines(compute_summary(run_dir, trend_window=trend_window))))
+    console.print(Panel(text, title="run summary", expand=False))
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"

@@ -1,0 +1,75 @@
+"""Built-in rewards for questions with one final answer: math, accuracy and format.
+
+Owns ``math_reward``, ``accuracy_reward`` and ``format_reward``. The answer is found by
+``trivium.rewards.answers``; none of these functions raises on a malformed response.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trivium.rewards.answers import (
+    answers_match,
+    extract_answer,
+    follows_answer_format,
+    ground_truth_answer,
+    normalize_answer,
+)
+from trivium.rewards.registry import REWARD_FNS
+
+
+@REWARD_FNS.register("math_reward")
+def math_reward(
+    *,
+    prompt: str,
+    response: str,
+    ground_truth: Any,
+    format_weight: float = 0.0,
+    answer_format: str = "any",
+    tolerance: float = 1e-6,
+    **kwargs: Any,
+) -> dict[str, float]:
+    """Answer correctness, plus an optional bonus for stating the answer in the expected format.
+
+    Components:
+      ``accuracy``: 1.0 when the extracted answer equals the ground truth as a number
+        (``0.5`` == ``1/2`` == ``\\frac{1}{2}``, within ``tolerance``) or as a normalized
+        string; else 0.0.
+      ``format``: 1.0 when the response follows ``answer_format`` (see
+        ``follows_answer_format``); else 0.0. Reported always, added only with a weight.
+      ``reward`` = accuracy + format_weight * format. With the default ``format_weight=0``
+        the reward is exactly the accuracy.
+    """
+    accuracy = float(answers_match(extract_answer(response), ground_truth_answer(ground_truth), tolerance))
+    well_formatted = float(follows_answer_format(response, answer_format))
+    return {
+        "reward": accuracy + format_weight * well_formatted,
+        "accuracy": accuracy,
+        "format": well_formatted,
+    }
+
+
+@REWARD_FNS.register("accuracy_reward")
+def accuracy_reward(*, prompt: str, response: str, ground_truth: Any, **kwargs: Any) -> float:
+    """1.0 when the extracted answer and the ground truth are the same normalized string.
+
+    Stricter than ``math_reward``: ``0.5`` and ``1/2`` differ here. Normalizing folds case,
+    collapses whitespace and drops surrounding ``$``/quotes and a final period.
+    """
+    predicted = extract_answer(response)
+    reference = ground_truth_answer(ground_truth)
+    if predicted is None or reference is None:
+        return 0.0
+    return float(normalize_answer(predicted) == normalize_answer(reference) != "")
+
+
+@REWARD_FNS.register("format_reward")
+def format_reward(
+    *, prompt: str, response: str, ground_truth: Any = None, answer_format: str = "answer_tag", **kwargs: Any
+) -> float:
+    """1.0 when the response gives its final answer in the expected format, else 0.0.
+
+    ``answer_format`` is ``answer_tag`` (one ``<answer>X</answer>`` at the end, the format
+    the built-in workflows ask for), ``boxed`` (one ``\\boxed{X}``) or ``any``.
+    """
+    return float(follows_answer_format(response, answer_format))

@@ -1,0 +1,62 @@
+"""The reward-function registry and the one rule that turns a reward fn's output into a reward.
+
+A reward function is called with keyword arguments only::
+
+    fn(*, prompt: str, response: str, ground_truth: Any, **kwargs) -> float | dict[str, float]
+
+``kwargs`` carries extra, function-specific settings (from ``workflow_args.reward_fn_args``)
+and must be accepted even when unused. ``score`` applies the rule:
+
+- a number is the reward; there are no components;
+- a dict with a ``reward`` key: that value is the reward, the other keys are reported as
+  metrics only (they do not add up to the reward);
+- any other dict: every value is a component and the reward is their sum.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from trivium.registry import Registry
+
+RewardFn = Callable[..., "float | dict[str, float]"]
+
+REWARD_FNS: Registry[RewardFn] = Registry(
+    "reward function",
+    builtin_modules=("trivium.rewards.math_rewards", "trivium.rewards.countdown"),
+)
+
+
+def resolve_reward_fn(reward_fn: str | RewardFn) -> RewardFn:
+    """A callable from a registered name, a dotted path, or a callable."""
+    return reward_fn if callable(reward_fn) else REWARD_FNS.get(reward_fn)
+
+
+def score(
+    fn: RewardFn, *, prompt: str, response: str, ground_truth: Any, **kwargs: Any
+) -> tuple[float, dict[str, float]]:
+    """Call ``fn`` and apply the rule above; returns ``(reward, components)``."""
+    result = fn(prompt=prompt, response=response, ground_truth=ground_truth, **kwargs)
+    name = getattr(fn, "__name__", repr(fn))
+    if isinstance(result, dict):
+        components = {
+            str(key): _as_finite_float(value, f"{name}()['{key}']") for key, value in result.items()
+        }
+        if "reward" in components:
+            reward = components.pop("reward")
+        else:
+            reward = sum(components.values())
+        return reward, components
+    return _as_finite_float(result, f"{name}()"), {}
+
+
+def _as_finite_float(value: Any, where: str) -> float:
+    # Anything float() accepts without parsing text: int, bool, float, numpy and torch scalars.
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
+        raise TypeError(f"{where} returned {value!r}; a reward must be a number or a dict of numbers")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{where} returned {number}; a reward must be finite")
+    return number

@@ -1,0 +1,29 @@
+"""The workflow registry. Built-ins register on first lookup; plugins with ``@WORKFLOWS.register``.
+
+Each built-in is registered under a short name and a ``*_workflow`` name (``math`` and
+``math_workflow``), since configurations commonly use the longer form.
+"""
+
+from __future__ import annotations
+
+from trivium.registry import Registry
+
+WORKFLOWS: Registry[type] = Registry(
+    "workflow",
+    builtin_modules=(
+        "trivium.workflows.simple_workflow",
+        "trivium.workflows.math_workflow",
+        "trivium.workflows.countdown_workflow",
+    ),
+)
+
+
+def register_builtin(name: str):
+    """Register a built-in workflow class as ``name`` and ``name_workflow``."""
+
+    def add(cls: type) -> type:
+        WORKFLOWS.register(name, cls)
+        WORKFLOWS.register(f"{name}_workflow", cls)
+        return cls
+
+    return add

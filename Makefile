@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 # The quickstart builds its tiny model and data locally the first time.
 demo: setup
 	test -f models/tiny/config.json || $(VENV)/bin/trivium init model --preset tiny --out models/tiny
-	test -f data/arithmetic/train.jsonl || $(VENV)/bin/trivium init data --task arithmetic --out data/arithmetic --num-train 7000 --num-test 200
+	test -f data/arithmetic/train.jsonl || $(VENV)/bin/trivium init data --task arithmetic --out data/arithmetic --num-train 2000 --num-test 200
 	$(VENV)/bin/trivium run --config examples/quickstart.yaml
 
 test: setup

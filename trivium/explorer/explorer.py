@@ -20,7 +20,7 @@ from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_groups
 from trivium.buffer.base import BufferExhausted
 from trivium.core.experience import Experience
 from trivium.explorer.metrics import eval_metrics, rollout_metrics
-from trivium.explorer.runner import RunnerPool, split_units
+from trivium.explorer.runner import RunnerPool, raise_if_all_misconfigured, split_units
 
 
 @dataclass
@@ -85,6 +85,7 @@ class Explorer:
             return None
         self.state.step += 1
         results = self.runner_pool.run(split_units(tasks, self.max_repeat_times_per_runner))
+        raise_if_all_misconfigured(results)
         experiences = [exp for result in results for exp in result.experiences]
         version = self.model_version()
         for exp in experiences:
@@ -136,6 +137,7 @@ class Explorer:
                 tasks.extend(chunk)
             start = time.perf_counter()
             results = self.eval_runner_pool.run(split_units(tasks, None))
+            raise_if_all_misconfigured(results)
             metrics.update(eval_metrics(eval_set.name, results, time.perf_counter() - start))
         if metrics:
             self.logger.info("eval at step %d: %s", self.state.step, _brief(metrics))

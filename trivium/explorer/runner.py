@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from trivium.core.experience import Experience
 from trivium.core.task import Task
+from trivium.errors import UserError
 
 
 class WorkflowTimeout(Exception):
@@ -47,6 +48,8 @@ class UnitResult:
     attempts: int = 0
     timeouts: int = 0
     seconds: float = 0.0
+    # The last failure was a UserError: bad config or data, which a retry cannot fix.
+    user_error: UserError | None = None
 
     @property
     def ok(self) -> bool:
@@ -95,6 +98,12 @@ def call_with_timeout(fn: Callable[[], Any], timeout: float | None) -> Any:
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def raise_if_all_misconfigured(results: list[UnitResult]) -> None:
+    """A step where every task failed on the same user error stops the run with that error."""
+    if results and all(r.user_error is not None for r in results):
+        raise UserError(f"every task failed: {results[0].user_error}")
 
 
 class RunnerPool:
@@ -154,7 +163,13 @@ class RunnerPool:
                         exp.group_id = exp.group_id or unit.task.task_id
                         exp.task_id = unit.task.task_id
                         exp.run_id = unit.run_id_offset + i
-                    result.experiences, result.error = experiences, None
+                    result.experiences, result.error, result.user_error = experiences, None, None
+                    break
+                except UserError as error:
+                    # The same config or data mistake fails every attempt; do not retry it.
+                    result.error = f"{type(error).__name__}: {error}"
+                    result.user_error = error
+                    log.error("task %s: %s", unit.task.task_id, error)
                     break
                 except Exception as error:  # any workflow failure is retried, then counted
                     result.timeouts += isinstance(error, WorkflowTimeout)

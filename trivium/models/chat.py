@@ -22,7 +22,9 @@ def load_chat_template(chat_template: str | None, chat_template_path: str | None
     if chat_template_path:
         path = Path(chat_template_path)
         if not path.is_file():
-            raise UserError(f"chat_template_path {chat_template_path!r} is not a file; give a Jinja template file")
+            raise UserError(
+                f"chat_template_path {chat_template_path!r} is not a file; give a Jinja template file"
+            )
         return path.read_text()
     if chat_template in (None, "", "None", "none", "null"):
         return None

@@ -30,7 +30,15 @@ from trivium.models.engine.base import GenerationOutput, InferenceEngine, Sampli
 from trivium.models.engine.batcher import RequestBatcher
 
 ROLLOUT_ARG_KEYS = (
-    "temperature", "top_p", "top_k", "repetition_penalty", "max_tokens", "min_tokens", "n", "seed", "logprobs",
+    "temperature",
+    "top_p",
+    "top_k",
+    "repetition_penalty",
+    "max_tokens",
+    "min_tokens",
+    "n",
+    "seed",
+    "logprobs",
 )
 
 
@@ -51,7 +59,9 @@ class ModelWrapper:
         enable_thinking: bool | None = None,
     ):
         if max_response_tokens is None and max_model_len is None:
-            raise UserError("set model.max_response_tokens or model.max_model_len: the response length needs a limit")
+            raise UserError(
+                "set model.max_response_tokens or model.max_model_len: the response length needs a limit"
+            )
         if max_response_tokens is not None and not 0 <= min_response_tokens <= max_response_tokens:
             raise UserError(
                 f"model.min_response_tokens ({min_response_tokens}) must be between 0 and "
@@ -81,7 +91,9 @@ class ModelWrapper:
     def model_version(self) -> int:
         return self.engine.version()
 
-    def chat(self, messages: list[dict], n: int = 1, *, tools: list[dict] | None = None, **rollout_args) -> list[Experience]:
+    def chat(
+        self, messages: list[dict], n: int = 1, *, tools: list[dict] | None = None, **rollout_args
+    ) -> list[Experience]:
         """``n`` sampled replies to ``messages`` (rendered with the chat template)."""
         request = self._chat_request(messages, tools, n, rollout_args)
         return self._finish([request], self._batcher.submit(*self._engine_inputs([request])).result())[0]
@@ -134,7 +146,11 @@ class ModelWrapper:
 
     def _chat_request(self, messages, tools, n, rollout_args) -> dict:
         text = render_chat(
-            self.tokenizer, messages, chat_template=self.chat_template, enable_thinking=self.enable_thinking, tools=tools
+            self.tokenizer,
+            messages,
+            chat_template=self.chat_template,
+            enable_thinking=self.enable_thinking,
+            tools=tools,
         )
         return self._request(text, encode_chat_prompt(self.tokenizer, text), n, rollout_args)
 
@@ -159,7 +175,12 @@ class ModelWrapper:
         args["logprobs"] = True  # experiences always carry sampled-token logprobs
         params = SamplingParams(max_tokens=fitted.max_tokens, min_tokens=min_tokens, **args)
         prompt_text = self.tokenizer.decode(fitted.ids) if fitted.truncated else text
-        return {"ids": fitted.ids, "params": params, "truncated": fitted.truncated, "prompt_text": prompt_text}
+        return {
+            "ids": fitted.ids,
+            "params": params,
+            "truncated": fitted.truncated,
+            "prompt_text": prompt_text,
+        }
 
     def _engine_inputs(self, requests: list[dict]) -> tuple[list[list[int]], list[SamplingParams]]:
         return [r["ids"] for r in requests], [r["params"] for r in requests]

@@ -47,7 +47,7 @@ def train_available(session: RunSession, reader: Any, pending: int, progress: An
     total = session.config.trainer.total_steps
     while pending >= batch_size and not (total and session.trainer.global_step >= total):
         experiences = reader.read(batch_size, timeout=5.0)
-        pending -= len(experiences)
+        pending -= sum(not e.info.get("is_expert") for e in experiences)
         session.remember_probes(experiences)
         metrics = session.trainer.train_step(experiences)
         _log(session.trainer_monitor, metrics, session.trainer.global_step)
@@ -59,10 +59,8 @@ def train_available(session: RunSession, reader: Any, pending: int, progress: An
 
 
 def run_colocate(session: RunSession, progress: Any = None) -> None:
-    from trivium.buffer.factory import create_reader
-
     explorer, sync = session.explorer, session.synchronizer
-    reader = create_reader(session.config.buffer.trainer_input.experience_buffer)
+    reader = session.make_train_reader()
     startup_eval(session)
     pending = 0
     while True:
@@ -91,10 +89,8 @@ def run_colocate(session: RunSession, progress: Any = None) -> None:
 
 
 def run_both(session: RunSession, progress: Any = None) -> None:
-    from trivium.buffer.factory import create_reader
-
     explorer, sync, trainer = session.explorer, session.synchronizer, session.trainer
-    reader = create_reader(session.config.buffer.trainer_input.experience_buffer)
+    reader = session.make_train_reader()
     batch_size = session.config.buffer.train_batch_size
     total = session.config.trainer.total_steps
     errors: list[BaseException] = []
@@ -182,8 +178,12 @@ def run_train(session: RunSession, progress: Any = None) -> None:
         else create_reader(storage)
     )
     total = config.trainer.total_steps
+    epochs = config.buffer.total_epochs
     batch_size = config.buffer.train_batch_size
     while not (total and trainer.global_step >= total):
+        # Dataset readers cycle; without total_steps, total_epochs ends the stage.
+        if not total and getattr(reader, "epoch", 0) >= epochs:
+            break
         try:
             experiences = reader.read(batch_size)
         except BufferExhausted:

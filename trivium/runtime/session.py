@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
+from trivium.errors import UserError
 from trivium.runtime import builders
 from trivium.sync.self_check import check_sync, trainer_logprobs
 from trivium.sync.synchronizer import Synchronizer, WeightUpdate
@@ -140,6 +141,26 @@ class RunSession:
         if self.resume_step is not None:
             sync.confirmed_version = self.resume_step
         return sync
+
+    def make_train_reader(self) -> Any:
+        """The trainer's input: the experience buffer, with expert data mixed in for ``mix``."""
+        from trivium.buffer.factory import create_reader
+        from trivium.trainer.sample_strategy import MixSampler
+
+        config = self.config
+        reader = create_reader(config.buffer.trainer_input.experience_buffer)
+        if config.algorithm.sample_strategy != "mix":
+            return reader
+        auxiliary = config.buffer.trainer_input.auxiliary_buffers
+        if not auxiliary:
+            raise UserError(
+                "algorithm.sample_strategy 'mix' needs expert data: add an SFT dataset under "
+                "buffer.trainer_input.auxiliary_buffers (e.g. auxiliary_buffers.sft_dataset)."
+            )
+        expert_config = auxiliary.get("sft_dataset") or next(iter(auxiliary.values()))
+        expert = create_reader(expert_config, tokenizer=self.tokenizer, default_seed=config.seed)
+        ratio = float((config.algorithm.sample_strategy_args or {}).get("expert_data_ratio", 0.25))
+        return MixSampler(reader, expert, ratio)
 
     # ------------------------------------------------------------------ weights
     def publish_weights(self, *, copy: bool) -> None:

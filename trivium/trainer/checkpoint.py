@@ -66,6 +66,8 @@ def save_checkpoint(
     shutil.rmtree(tmp, ignore_errors=True)
     actor_dir = tmp / "actor"
     actor.save_pretrained(actor_dir, safe_serialization=True)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(actor_dir)  # the actor directory loads on its own
     torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, actor_dir / "optimizer.pt")
     if export_hf:
         hf_dir = actor_dir / "huggingface"

@@ -6,8 +6,8 @@ selects a plugin engine. Backends with optional dependencies are imported only w
 
 from __future__ import annotations
 
-from trivium.models.engine.base import GenerationOutput, InferenceEngine, SamplingParams
 from trivium.errors import UserError
+from trivium.models.engine.base import GenerationOutput, InferenceEngine, SamplingParams
 from trivium.registry import Registry, RegistryError
 
 ENGINES: Registry = Registry("engine type")

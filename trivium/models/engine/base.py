@@ -8,8 +8,9 @@ templates, prompts as text, or experiences; that is the ModelWrapper's job.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, Sequence
+from typing import Literal
 
 import torch
 

@@ -50,7 +50,9 @@ class RequestBatcher:
             if self._closed:
                 raise RuntimeError("the request batcher is closed")
             if self._thread is None:
-                self._thread = threading.Thread(target=self._serve, name="trivium-request-batcher", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._serve, name="trivium-request-batcher", daemon=True
+                )
                 self._thread.start()
             self._pending.append(request)
             self._wakeup.notify()

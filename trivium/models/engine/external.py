@@ -10,8 +10,8 @@ base URL and key come from arguments, else from the environment variables NAMED 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
 
 import torch
 
@@ -45,11 +45,17 @@ class ExternalEngine(InferenceEngine):
                 "(or model.external_model.base_url_env to the variable that holds it)"
             )
         if not tokenizer_path:
-            raise UserError("the external engine needs model.model_path to point at the served model's tokenizer")
+            raise UserError(
+                "the external engine needs model.model_path to point at the served model's tokenizer"
+            )
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
-        self.client = OpenAI(base_url=base_url, api_key=api_key or os.environ.get(api_key_env) or "EMPTY", timeout=timeout)
+        self.client = OpenAI(
+            base_url=base_url, api_key=api_key or os.environ.get(api_key_env) or "EMPTY", timeout=timeout
+        )
         self.model_name = model_name or self._first_served_model()
-        self._pool = ThreadPoolExecutor(max_workers=max_concurrent_requests, thread_name_prefix="trivium-external")
+        self._pool = ThreadPoolExecutor(
+            max_workers=max_concurrent_requests, thread_name_prefix="trivium-external"
+        )
 
     def _first_served_model(self) -> str:
         models = self.client.models.list().data
@@ -111,7 +117,12 @@ class ExternalEngine(InferenceEngine):
     def _score(self, sequence: list[int], prompt_length: int) -> torch.Tensor:
         # echo returns the prompt's own logprobs (None for the first token), then one new token.
         response = self.client.completions.create(
-            model=self.model_name, prompt=list(sequence), max_tokens=1, temperature=0.0, echo=True, logprobs=0,
+            model=self.model_name,
+            prompt=list(sequence),
+            max_tokens=1,
+            temperature=0.0,
+            echo=True,
+            logprobs=0,
             extra_body={"return_tokens_as_token_ids": True},
         )
         values = response.choices[0].logprobs.token_logprobs[prompt_length : len(sequence)]

@@ -34,26 +34,28 @@ def unsupported_reason(model) -> str | None:
         return f"model_type {config.model_type!r} is not one of {SUPPORTED_MODEL_TYPES}"
     if any(kind != "full_attention" for kind in (getattr(config, "layer_types", None) or [])):
         return "sliding-window attention layers"
-    if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
-        if config.model_type == "mistral":
-            return "sliding-window attention"
+    if config.model_type == "mistral" and getattr(config, "sliding_window", None):
+        return "sliding-window attention"
     rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
     if rope.get("rope_type", rope.get("type", "default")) not in STATIC_ROPE_TYPES:
         return f"rope type {rope.get('rope_type')!r} depends on sequence length"
     attention = model.model.layers[0].self_attn
     if hasattr(attention, "q_norm") or hasattr(attention, "k_norm"):
         return "per-head q/k normalisation"
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    if abs(getattr(attention, "scaling", head_dim**-0.5) - head_dim**-0.5) > 1e-12:
+        return "attention scaling other than 1/sqrt(head_dim)"
     return None
 
 
 @dataclass
 class _LayerWeights:
-    input_norm: torch.Tensor
+    # Each RMSNorm's weight is folded into the columns of the matmul that follows it
+    # (W @ (w * n) == (W * w) @ n), so the norms run without a weight.
     qkv_weight: torch.Tensor  # rows: q, k, v
     qkv_bias: torch.Tensor | None
     o_weight: torch.Tensor
     o_bias: torch.Tensor | None
-    post_norm: torch.Tensor
     gate_up_weight: torch.Tensor
     gate_up_bias: torch.Tensor | None
     down_weight: torch.Tensor
@@ -74,6 +76,12 @@ def _cat_bias(parts: list[torch.Tensor | None], sizes: list[int], like: torch.Te
     if all(p is None for p in parts):
         return None
     return torch.cat([p if p is not None else like.new_zeros(n) for p, n in zip(parts, sizes)])
+
+
+def _add_linear(residual: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None):
+    """residual + x @ W.T (+ b) for 2-D inputs, with the residual add fused into the matmul."""
+    out = torch.addmm(residual, x, weight.t())
+    return out if bias is None else out.add_(bias)
 
 
 class FastDecoder:
@@ -111,8 +119,7 @@ class FastDecoder:
         with torch.no_grad():
             self.layers = [self._fuse_layer(layer) for layer in self.model.model.layers]
             self.embed = self.model.model.embed_tokens.weight
-            self.final_norm = self.model.model.norm.weight
-            self.lm_head = self.model.lm_head.weight
+            self.lm_head = self.model.lm_head.weight * self.model.model.norm.weight
         self.dtype = self.embed.dtype
         self.device = self.embed.device
         self.rotate_half = rotate_half_matrix(self.head_dim, self.dtype, self.device)
@@ -122,17 +129,17 @@ class FastDecoder:
     def _fuse_layer(self, layer) -> _LayerWeights:
         attention, mlp = layer.self_attn, layer.mlp
         q, k, v = attention.q_proj, attention.k_proj, attention.v_proj
-        qkv_weight = torch.cat([q.weight, k.weight, v.weight])
-        qkv_bias = _cat_bias([q.bias, k.bias, v.bias], [q.out_features, k.out_features, v.out_features], q.weight)
+        qkv_weight = torch.cat([q.weight, k.weight, v.weight]) * layer.input_layernorm.weight
+        qkv_bias = _cat_bias(
+            [q.bias, k.bias, v.bias], [q.out_features, k.out_features, v.out_features], q.weight
+        )
         gate, up = mlp.gate_proj, mlp.up_proj
         return _LayerWeights(
-            input_norm=layer.input_layernorm.weight,
             qkv_weight=qkv_weight,
             qkv_bias=qkv_bias,
             o_weight=attention.o_proj.weight,
             o_bias=attention.o_proj.bias,
-            post_norm=layer.post_attention_layernorm.weight,
-            gate_up_weight=torch.cat([gate.weight, up.weight]),
+            gate_up_weight=torch.cat([gate.weight, up.weight]) * layer.post_attention_layernorm.weight,
             gate_up_bias=_cat_bias([gate.bias, up.bias], [gate.out_features, up.out_features], gate.weight),
             down_weight=mlp.down_proj.weight,
             down_bias=mlp.down_proj.bias,
@@ -159,15 +166,19 @@ class FastDecoder:
         qk = fused[..., : (h + kv) * d].unflatten(-1, (h + kv, d))
         v = fused[..., (h + kv) * d :].unflatten(-1, (kv, d))
         # RoPE on q and k heads at once: x * cos + rotate_half(x) * sin.
-        qk = torch.addcmul(qk * cos, qk @ self.rotate_half, sin)
+        rotated = (qk.reshape(-1, d) @ self.rotate_half).view(qk.shape)  # one mm, not a batched matmul
+        qk = torch.addcmul(qk * cos, rotated, sin)
         return qk[..., :h, :], qk[..., h:, :], v
 
-    def _mlp(self, x: torch.Tensor, weights: _LayerWeights) -> torch.Tensor:
-        gate, up = F.linear(x, weights.gate_up_weight, weights.gate_up_bias).chunk(2, dim=-1)
-        return F.linear(self.act(gate) * up, weights.down_weight, weights.down_bias)
+    def _mlp_hidden(self, x: torch.Tensor, weights: _LayerWeights) -> torch.Tensor:
+        gate, up = F.linear(self._norm(x), weights.gate_up_weight, weights.gate_up_bias).chunk(2, dim=-1)
+        return self.act(gate) * up
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(F.rms_norm(x, x.shape[-1:], self.final_norm, self.eps), self.lm_head).float()
+        return F.linear(self._norm(x), self.lm_head).float()
+
+    def _norm(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, x.shape[-1:], None, self.eps)
 
     @torch.inference_mode()
     def prefill(
@@ -184,7 +195,9 @@ class FastDecoder:
         key_valid = attention_mask.bool()
         # Additive mask over cache positions, (B, 1, 1, capacity): 0 = attend, -inf = padding or
         # not yet written. Decode steps open one column each and pass a view, no conversion.
-        self.key_bias = torch.full((batch, 1, 1, capacity), float("-inf"), dtype=self.dtype, device=self.device)
+        self.key_bias = torch.full(
+            (batch, 1, 1, capacity), float("-inf"), dtype=self.dtype, device=self.device
+        )
         self.key_bias[:, 0, 0, :prompt_len].masked_fill_(key_valid, 0.0)
         causal = torch.ones(prompt_len, prompt_len, dtype=torch.bool, device=self.device).tril()
         # Padding queries see only themselves, so no softmax row is empty (their output is unused).
@@ -194,7 +207,7 @@ class FastDecoder:
         self.caches = []
         x = self.embed[input_ids]
         for weights in self.layers:
-            normed = F.rms_norm(x, x.shape[-1:], weights.input_norm, self.eps)
+            normed = self._norm(x)
             q, k, v = self._project_qkv(normed, weights, cos, sin)
             k_cache = torch.empty(shape, dtype=self.dtype, device=self.device)
             v_cache = torch.empty(shape, dtype=self.dtype, device=self.device)
@@ -205,7 +218,7 @@ class FastDecoder:
                 q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask, enable_gqa=True
             )
             x = x + F.linear(attended.transpose(1, 2).flatten(2), weights.o_weight, weights.o_bias)
-            x = x + self._mlp(F.rms_norm(x, x.shape[-1:], weights.post_norm, self.eps), weights)
+            x = x + F.linear(self._mlp_hidden(x, weights), weights.down_weight, weights.down_bias)
         self.length = prompt_len
         return self._logits(x[:, -1])
 
@@ -221,7 +234,7 @@ class FastDecoder:
         groups = self.num_heads // self.num_kv_heads
         x = self.embed[tokens]
         for weights, (k_cache, v_cache) in zip(self.layers, self.caches):
-            normed = F.rms_norm(x, x.shape[-1:], weights.input_norm, self.eps)
+            normed = self._norm(x)
             q, k, v = self._project_qkv(normed, weights, cos, sin)
             k_cache[:, :, t] = k
             v_cache[:, :, t] = v
@@ -232,8 +245,8 @@ class FastDecoder:
                 v_cache[:, :, : t + 1],
                 attn_mask=mask,
             )
-            x = x + F.linear(attended.reshape(batch, -1), weights.o_weight, weights.o_bias)
-            x = x + self._mlp(F.rms_norm(x, x.shape[-1:], weights.post_norm, self.eps), weights)
+            x = _add_linear(x, attended.reshape(batch, -1), weights.o_weight, weights.o_bias)
+            x = _add_linear(x, self._mlp_hidden(x, weights), weights.down_weight, weights.down_bias)
         self.length = t + 1
         return self._logits(x)
 

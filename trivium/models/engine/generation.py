@@ -7,8 +7,8 @@ optionally ``keep_rows``; the loop knows nothing about weights or tokenizers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
@@ -68,12 +68,17 @@ def sample_rows(
     row_ids = torch.arange(rows)  # original row of each running row
     next_position = positions[:, -1] + 1
     done = torch.zeros(rows, dtype=torch.bool)
+    compacted = False
 
     logits = decoder.prefill(input_ids, mask, positions, capacity=input_ids.shape[1] + max_new)
     for step in range(max_new):
         tokens, logprobs = sampler.sample(logits, step, seen, generator)
-        out_tokens[row_ids, step] = tokens
-        out_logprobs[row_ids, step] = logprobs
+        if compacted:
+            out_tokens[row_ids, step] = tokens
+            out_logprobs[row_ids, step] = logprobs
+        else:  # rows still in their original order: a plain column copy
+            out_tokens[:, step] = tokens
+            out_logprobs[:, step] = logprobs
         hit_stop = sampler.is_stop(tokens) & ~done
         hit_length = (step + 1 >= max_tokens) & ~done
         finished = hit_stop | hit_length
@@ -90,6 +95,7 @@ def sample_rows(
                 sampler.keep_rows(keep)
                 row_ids, tokens, next_position = row_ids[keep], tokens[keep], next_position[keep]
                 max_tokens, done = max_tokens[keep], done[keep]
+                compacted = True
                 seen = None if seen is None else seen[keep]
         if seen is not None:
             seen.scatter_(1, tokens.unsqueeze(1), True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -125,7 +125,9 @@ class HFEngine(InferenceEngine):
                 generator = self._generator if seed is None else torch.Generator().manual_seed(seed)
                 for start in range(0, len(members), self.max_num_seqs):
                     chunk = members[start : start + self.max_num_seqs]
-                    sampled = self._sample([prompts[rows[r][0]] for r in chunk], [rows[r][1] for r in chunk], generator)
+                    sampled = self._sample(
+                        [prompts[rows[r][0]] for r in chunk], [rows[r][1] for r in chunk], generator
+                    )
                     for r, out in zip(chunk, sampled):
                         results[r] = out
         outputs: list[list[GenerationOutput]] = [[] for _ in prompts]
@@ -202,7 +204,9 @@ class HFEngine(InferenceEngine):
             input_ids[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
             mask[row, : len(seq)] = 1
         device = self.model.device
-        logits = self.model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits.float().cpu()
+        logits = (
+            self.model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits.float().cpu()
+        )
         # Token t is scored by the logits at position t - 1.
         logprobs = logits[:, :-1].log_softmax(dim=-1).gather(2, input_ids[:, 1:].unsqueeze(2)).squeeze(2)
         for row, (seq, p, index) in enumerate(zip(sequences, prompt_lengths, indices)):
@@ -223,8 +227,10 @@ class HFEngine(InferenceEngine):
                 for name, tensor in state_dict.items():
                     target = own[name]
                     if target.shape != tensor.shape:
-                        raise ValueError(f"update_weights: {name} has shape {tuple(tensor.shape)}, "
-                                         f"expected {tuple(target.shape)}")
+                        raise ValueError(
+                            f"update_weights: {name} has shape {tuple(tensor.shape)}, "
+                            f"expected {tuple(target.shape)}"
+                        )
                     target.copy_(tensor)
             self.decoder.bind_weights()
             self._version = int(version)

@@ -23,30 +23,32 @@ class HFDecoder:
     def prefill(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, capacity: int
     ) -> torch.Tensor:
-        self.attention_mask = attention_mask.long()
+        device = self.model.device
+        self.attention_mask = attention_mask.long().to(device)
         output = self.model(
-            input_ids=input_ids,
+            input_ids=input_ids.to(device),
             attention_mask=self.attention_mask,
-            position_ids=position_ids,
+            position_ids=position_ids.to(device),
             use_cache=True,
             logits_to_keep=1,
         )
         self.past = output.past_key_values
-        return output.logits[:, -1].float()
+        return output.logits[:, -1].float().cpu()  # sampling runs on CPU
 
     @torch.inference_mode()
     def decode(self, tokens: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         ones = self.attention_mask.new_ones(self.attention_mask.shape[0], 1)
         self.attention_mask = torch.cat([self.attention_mask, ones], dim=1)
+        device = self.model.device
         output = self.model(
-            input_ids=tokens.unsqueeze(1),
+            input_ids=tokens.unsqueeze(1).to(device),
             attention_mask=self.attention_mask,
-            position_ids=position_ids.unsqueeze(1),
+            position_ids=position_ids.unsqueeze(1).to(device),
             past_key_values=self.past,
             use_cache=True,
         )
         self.past = output.past_key_values
-        return output.logits[:, -1].float()
+        return output.logits[:, -1].float().cpu()
 
     keep_rows = None  # row compaction is not supported; finished rows are masked instead
 

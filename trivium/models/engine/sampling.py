@@ -10,7 +10,7 @@ before any processing): the quantity the trainer recomputes from the same weight
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -54,13 +54,17 @@ def draw(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor
     """
     cdf = probs.cumsum(dim=-1)
     uniform = torch.rand(probs.shape[0], 1, generator=generator, dtype=cdf.dtype, device=cdf.device)
-    return torch.searchsorted(cdf, uniform * cdf[:, -1:], right=True).squeeze(1).clamp_(max=probs.shape[1] - 1)
+    return (
+        torch.searchsorted(cdf, uniform * cdf[:, -1:], right=True).squeeze(1).clamp_(max=probs.shape[1] - 1)
+    )
 
 
 class BatchSampler:
     """Per-row sampling state for one generation batch; rows can be dropped as they finish."""
 
-    def __init__(self, params: Sequence[SamplingParams], stop_token_ids: Sequence[Sequence[int]], vocab_size: int):
+    def __init__(
+        self, params: Sequence[SamplingParams], stop_token_ids: Sequence[Sequence[int]], vocab_size: int
+    ):
         self.vocab_size = vocab_size
         rows = len(params)
         self.temperature = torch.tensor([p.temperature for p in params], dtype=torch.float32).view(rows, 1)
@@ -68,7 +72,9 @@ class BatchSampler:
         self.all_greedy = bool(self.greedy.all())
         self.any_greedy = bool(self.greedy.any())
         # Greedy rows divide by 1 so the shared sampling path stays finite; their draw is replaced.
-        self.temperature = torch.where(self.temperature == 0, torch.ones_like(self.temperature), self.temperature)
+        self.temperature = torch.where(
+            self.temperature == 0, torch.ones_like(self.temperature), self.temperature
+        )
         self.any_temperature = bool((self.temperature != 1).any())
         top_k = [p.top_k if 0 < p.top_k < vocab_size else vocab_size for p in params]
         self.top_k = torch.tensor(top_k, dtype=torch.long).view(rows, 1)
@@ -82,9 +88,20 @@ class BatchSampler:
         width = max((len(s) for s in stop_token_ids), default=0)
         stops = [list(s) + [-1] * (width - len(s)) for s in stop_token_ids]
         self.stop_ids = torch.tensor(stops, dtype=torch.long).view(rows, width)
+        # (B, V) bool: each row's stop ids, built once; used while a row is below min_tokens.
+        self.stop_mask = stop_token_mask(self.stop_ids, vocab_size)
 
     def keep_rows(self, index: torch.Tensor) -> None:
-        for name in ("temperature", "greedy", "top_k", "top_p", "penalty", "min_tokens", "stop_ids"):
+        for name in (
+            "temperature",
+            "greedy",
+            "top_k",
+            "top_p",
+            "penalty",
+            "min_tokens",
+            "stop_ids",
+            "stop_mask",
+        ):
             setattr(self, name, getattr(self, name)[index])
 
     def is_stop(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -105,12 +122,14 @@ class BatchSampler:
         logits: (B, V) raw; seen: (B, V) bool tokens already present (needed for repetition
         penalty). Returns tokens (B,) int64 and their raw-logit logprobs (B,) float32.
         """
-        logits = logits.float()
+        logits = raw = logits.float()
         raw_logprobs = logits.log_softmax(dim=-1)
         if self.any_penalty:
             logits = apply_repetition_penalty(logits, seen, self.penalty)
         if step < self.max_min_tokens:
-            logits = block_stop_tokens(logits, self.stop_ids, step < self.min_tokens)
+            below = step < self.min_tokens
+            blocked = self.stop_mask if bool(below.all()) else self.stop_mask & below.unsqueeze(1)
+            logits = logits.masked_fill(blocked, NEG_INF)
         if self.all_greedy:
             tokens = logits.argmax(dim=-1)
         else:
@@ -118,20 +137,22 @@ class BatchSampler:
                 logits = logits / self.temperature
             if self.any_filter:
                 logits = filter_top_k_top_p(logits, self.top_k, self.top_p)
-            tokens = draw(logits.softmax(dim=-1), generator)
+            # Untouched logits (plain temperature-1 sampling): the probabilities are exp(logprobs).
+            probs = raw_logprobs.exp() if logits is raw else logits.softmax(dim=-1)
+            tokens = draw(probs, generator)
             if self.any_greedy:
                 tokens = torch.where(self.greedy, logits.argmax(dim=-1), tokens)
         return tokens, raw_logprobs.gather(1, tokens.unsqueeze(1)).squeeze(1)
 
 
-def block_stop_tokens(logits: torch.Tensor, stop_ids: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """-inf at each row's stop ids for the rows (B,) bool still below their min_tokens.
+def stop_token_mask(stop_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """(B, V) bool, True at each row's stop ids; stop_ids is (B, S) with -1 = none."""
+    columns = torch.where(stop_ids < 0, vocab_size, stop_ids)
+    mask = torch.zeros(stop_ids.shape[0], vocab_size + 1, dtype=torch.bool)
+    return mask.scatter_(1, columns, True)[:, :vocab_size].contiguous()
 
-    stop_ids: (B, S), -1 = no id (routed to a spare column that is dropped).
-    """
-    if stop_ids.shape[1] == 0:
-        return logits
-    vocab = logits.shape[1]
-    columns = torch.where(stop_ids < 0, vocab, stop_ids)
-    blocked = torch.zeros(logits.shape[0], vocab + 1, dtype=torch.bool).scatter_(1, columns, True)[:, :vocab]
-    return logits.masked_fill(blocked & rows.unsqueeze(1), NEG_INF)
+
+def block_stop_tokens(logits: torch.Tensor, stop_ids: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """-inf at each row's stop ids for the rows (B,) bool still below their min_tokens."""
+    blocked = stop_token_mask(stop_ids, logits.shape[1]) & rows.unsqueeze(1)
+    return logits.masked_fill(blocked, NEG_INF)

@@ -7,7 +7,7 @@ Imported only when ``engine_type: vllm`` is chosen; vLLM is an optional extra
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -114,13 +114,17 @@ class VLLMEngine(InferenceEngine):
 
         scoring = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
         results = self.llm.generate(
-            [TokensPrompt(prompt_token_ids=list(s)) for s in sequences], sampling_params=scoring, use_tqdm=False
+            [TokensPrompt(prompt_token_ids=list(s)) for s in sequences],
+            sampling_params=scoring,
+            use_tqdm=False,
         )
         scored = []
         for sequence, prompt_length, result in zip(sequences, prompt_lengths, results):
             # prompt_logprobs[t] is a {token_id: Logprob} dict for token t (None for t = 0).
             steps = result.prompt_logprobs[prompt_length:]
-            scored.append(torch.tensor([step[token].logprob for step, token in zip(steps, sequence[prompt_length:])]))
+            scored.append(
+                torch.tensor([step[token].logprob for step, token in zip(steps, sequence[prompt_length:])])
+            )
         return scored
 
     def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> int:

@@ -1,0 +1,91 @@
+"""Every algorithm preset runs end to end on the tiny model, in the modes it supports."""
+
+import pytest
+
+from trivium.cli.main import main
+
+from .conftest import base_config, read_metrics, write_config
+
+RL_PRESETS = ["ppo", "grpo", "opmd", "rloo", "reinforceplusplus", "gspo", "cispo"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["colocate", "both"])
+@pytest.mark.parametrize("algorithm", RL_PRESETS)
+def test_rl_preset_runs(assets, tmp_path, algorithm, mode):
+    config = base_config(assets, tmp_path / "runs", mode=mode, **{"algorithm.algorithm_type": algorithm})
+    if algorithm in ("ppo", "reinforceplusplus"):
+        config["algorithm"]["repeat_times"] = 2
+    assert main(["run", "--config", write_config(tmp_path, config)]) == 0
+    run_dir = tmp_path / "runs" / "e2e" / "run"
+    records = read_metrics(run_dir)
+    trainer_steps = [r for r in records if r["role"] == "trainer" and "actor/pg_loss" in r]
+    explorer_steps = [r for r in records if r["role"] == "explorer" and "rollout/reward_mean" in r]
+    assert len(explorer_steps) == 2
+    assert len(trainer_steps) == 2
+    assert all(r["actor/grad_norm"] == r["actor/grad_norm"] for r in trainer_steps)  # no NaN
+    if algorithm == "ppo":
+        assert "critic/vf_loss" in trainer_steps[-1]
+    assert (run_dir / "global_step_2" / "actor" / "model.safetensors").exists()
+
+
+@pytest.mark.slow
+def test_sft_then_dpo_in_train_mode(assets, tmp_path):
+    import json
+
+    pairs = tmp_path / "pairs"
+    pairs.mkdir()
+    with open(pairs / "train.jsonl", "w") as out:
+        for a in range(10, 26):
+            out.write(json.dumps({"prompt": f"What is {a} + 1?", "chosen": f"<answer>{a + 1}</answer>", "rejected": f"<answer>{a}</answer>"}) + "\n")
+    sft = base_config(assets, tmp_path / "runs", mode="train", name="sft")
+    sft["algorithm"] = {"algorithm_type": "sft", "optimizer": {"lr": 1e-3}}
+    sft["buffer"] = {
+        "train_batch_size": 16,
+        "total_steps": 3,
+        "trainer_input": {
+            "experience_buffer": {
+                "name": "sft", "storage_type": "file", "path": assets["data"],
+                "format": {"prompt_key": "question", "response_key": "response"},
+            }
+        },
+    }
+    assert main(["run", "--config", write_config(tmp_path, sft)]) == 0
+    sft_records = [r for r in read_metrics(tmp_path / "runs" / "e2e" / "sft") if "actor/pg_loss" in r]
+    assert len(sft_records) == 3 and sft_records[-1]["actor/pg_loss"] < sft_records[0]["actor/pg_loss"]
+
+    dpo = dict(sft, name="dpo")
+    dpo["algorithm"] = {"algorithm_type": "dpo", "optimizer": {"lr": 1e-3}}
+    dpo["buffer"] = {
+        "train_batch_size": 8,
+        "total_steps": 4,
+        "trainer_input": {
+            "experience_buffer": {
+                "name": "pairs", "storage_type": "file", "path": str(pairs),
+                "format": {"prompt_key": "prompt", "chosen_key": "chosen", "rejected_key": "rejected"},
+            }
+        },
+    }
+    assert main(["run", "--config", write_config(tmp_path, dpo)]) == 0
+    dpo_records = [r for r in read_metrics(tmp_path / "runs" / "e2e" / "dpo") if "actor/pg_loss" in r]
+    assert len(dpo_records) == 4
+    assert dpo_records[-1]["actor/pg_loss"] < dpo_records[0]["actor/pg_loss"]
+
+
+@pytest.mark.slow
+def test_mix_trains_on_rollouts_and_an_expert_sft_buffer(assets, tmp_path):
+    config = base_config(assets, tmp_path / "runs", **{"algorithm.algorithm_type": "mix"})
+    config["algorithm"]["sample_strategy_args"] = {"expert_data_ratio": 0.5}
+    config["algorithm"]["policy_loss_fn_args"] = {"mu": 0.5}
+    config["buffer"]["trainer_input"]["auxiliary_buffers"] = {
+        "sft_dataset": {
+            "name": "sft_dataset", "storage_type": "file", "path": assets["data"],
+            "format": {"prompt_key": "question", "response_key": "response"},
+        }
+    }
+    assert main(["run", "--config", write_config(tmp_path, config)]) == 0
+    records = [r for r in read_metrics(tmp_path / "runs" / "e2e" / "run") if "actor/pg_loss" in r]
+    assert len(records) == 2
+    # Half of each batch is expert data: 16 rollouts + 16 expert rows.
+    assert records[0]["trainer/batch_size"] == 32
+    assert any(key.startswith("actor/sft") or "expert" in key for key in records[0])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from trivium.config.cli_args import add_config_arguments, print_notes
+from trivium.config.cli_args import add_config_arguments, add_plugin_dir_argument, print_notes
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,6 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "whole-run arithmetic of explorer supply vs trainer demand.",
     )
     add_config_arguments(parser)
+    add_plugin_dir_argument(parser)
     parser.set_defaults(func=run_plan)
 
 
@@ -22,7 +23,7 @@ def run_plan(args: argparse.Namespace) -> int:
     from trivium.config.plan import explain
     from trivium.config.prepare import prepare
 
-    stages = prepare(args.config, args.overrides, mapping=args.mapping)
+    stages = prepare(args.config, args.overrides, mapping=args.mapping, plugin_dirs=args.plugin_dir)
     for index, stage in enumerate(stages):
         if index:
             print()

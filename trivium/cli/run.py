@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from trivium.config.cli_args import add_config_arguments, print_notes
+from trivium.config.cli_args import add_config_arguments, add_plugin_dir_argument, print_notes
 from trivium.errors import UserError
 
 
@@ -17,10 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the run directory, load plugins, then run each stage.",
     )
     add_config_arguments(parser)
-    parser.add_argument(
-        "--plugin-dir", action="append", default=[], metavar="DIR",
-        help="import every .py file in DIR first, so its registered workflows/rewards/... are known (repeatable)",
-    )
+    add_plugin_dir_argument(parser)
     parser.set_defaults(func=run_command)
 
 
@@ -29,12 +26,11 @@ def run_command(args: argparse.Namespace) -> int:
     from trivium.config.run_dir import write_resolved
     from trivium.config.stages import use_previous_stage_weights
 
-    stages = prepare(args.config, args.overrides, mapping=args.mapping)
+    stages = prepare(args.config, args.overrides, mapping=args.mapping, plugin_dirs=args.plugin_dir)
     for stage in stages:
         print_notes(stage.notes, stage.config.stage_name)
         path = write_resolved(stage.config)
         print(f"{stage.config.stage_name or 'run'}: resolved config written to {path}")
-    _load_plugins(args.plugin_dir)
     launch = _launcher()
     for stage in stages:
         config = stage.config
@@ -46,16 +42,6 @@ def run_command(args: argparse.Namespace) -> int:
         if code != 0:
             return code
     return 0
-
-
-def _load_plugins(directories: list[str]) -> None:
-    from trivium.registry import load_plugin_dir
-
-    for directory in directories:
-        try:
-            load_plugin_dir(directory)
-        except FileNotFoundError as error:
-            raise UserError(f"--plugin-dir: {error}") from None
 
 
 def _launcher():

@@ -20,6 +20,15 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_plugin_dir_argument(parser: argparse.ArgumentParser) -> None:
+    """``--plugin-dir DIR`` (repeatable); pass ``args.plugin_dir`` to ``prepare(plugin_dirs=...)``."""
+    parser.add_argument(
+        "--plugin-dir", action="append", default=[], metavar="DIR",
+        help="import every .py file in DIR before checking the config, so the workflows, rewards, "
+        "algorithm functions... it registers are known (repeatable)",
+    )
+
+
 def print_notes(notes: list[Suggestion], stage_name: str | None = None, stream=None) -> None:
     stream = stream or sys.stderr  # looked up per call, so redirected stderr is honoured
     where = f" (stage {stage_name})" if stage_name else ""

@@ -128,7 +128,8 @@ def render() -> str:
         for name, (annotation, metadata) in schema_fields(cls).items():
             meaning = metadata.get("help", "").replace("|", "\\|").replace("<", "\\<")
             if metadata.get("choices"):
-                meaning += " Choices: " + ", ".join(f"`{c}`" for c in metadata["choices"]) + "."
+                meaning += " Choices: " + ", ".join(f"`{c}`" for c in metadata["choices"])
+                meaning += ", or a dotted path `package.module:Name`." if metadata.get("dotted_path") else "."
             parts.append(f"| `{name}` | {_type_name(annotation)} | {_default(cls, name)} | {meaning} |")
     return "\n".join(parts) + "\n"
 

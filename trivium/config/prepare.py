@@ -1,7 +1,8 @@
 """From a config file to validated, resolved configs, one per stage: what ``run`` and ``plan`` share.
 
 Every stage is loaded, resolved and validated before anything starts, so a mistake in the
-last stage is reported before the first one runs.
+last stage is reported before the first one runs. Plugin directories are imported first, so
+names they register (workflows, rewards, advantage functions, losses...) validate.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from trivium.config.resolve import resolve_with_notes
 from trivium.config.schema import TriviumConfig
 from trivium.config.stages import expand_stages
 from trivium.config.validate import validate
+from trivium.errors import UserError
 
 
 @dataclass
@@ -24,9 +26,22 @@ class PreparedStage:
     notes: list[Suggestion]  # derived-value notes and suggestions, in that order
 
 
+def load_plugins(directories: Iterable[str | Path]) -> None:
+    """Import every ``*.py`` of each directory (``--plugin-dir``); a missing one is a UserError."""
+    from trivium.registry import load_plugin_dir
+
+    for directory in directories:
+        try:
+            load_plugin_dir(directory)
+        except FileNotFoundError as error:
+            raise UserError(f"--plugin-dir: {error}") from None
+
+
 def prepare(
-    path: str | Path, overrides: Iterable[str] = (), mapping: str | Path | dict | None = None
+    path: str | Path, overrides: Iterable[str] = (), mapping: str | Path | dict | None = None,
+    plugin_dirs: Iterable[str | Path] = (),
 ) -> list[PreparedStage]:
+    load_plugins(plugin_dirs)
     config = load_config(path, list(overrides), mapping=mapping)
     stages = expand_stages(config)
     prepared, problems = [], []

@@ -17,11 +17,19 @@ from typing import Any, Dict, List, Optional
 REQUIRED = None
 
 
-def opt(default: Any, help: str, choices: Optional[List[Any]] = None, required: bool = False) -> Any:
-    """A schema field: a default (mutable ones are copied per instance) and its help text."""
+def opt(
+    default: Any, help: str, choices: Optional[List[Any]] = None, required: bool = False,
+    dotted_path: bool = False,
+) -> Any:
+    """A schema field: a default (mutable ones are copied per instance) and its help text.
+
+    ``dotted_path`` also accepts, besides ``choices``, a plugin given as ``pkg.module:Name``.
+    """
     metadata = {"help": help}
     if choices is not None:
         metadata["choices"] = list(choices)
+    if dotted_path:
+        metadata["dotted_path"] = True
     if required:
         metadata["required"] = True
     if isinstance(default, (list, dict)):
@@ -70,6 +78,7 @@ class OptimizerConfig:
         None, "Deprecated spelling of lr_scheduler_type; copied there with a warning.", LR_SCHEDULERS
     )
     lr_warmup_steps_ratio: float = opt(0.0, "Fraction of the training steps spent warming the rate up linearly.")
+    lr_warmup_steps: Optional[int] = opt(None, "Warm-up steps; wins over lr_warmup_steps_ratio when set.")
     min_lr_ratio: float = opt(0.0, "Cosine schedule floor, as a fraction of lr.")
 
 
@@ -81,17 +90,23 @@ class AlgorithmConfig:
     sample_strategy: Optional[str] = opt(
         None, "How the trainer draws experiences from the buffer (preset default).", SAMPLE_STRATEGIES
     )
-    sample_strategy_args: Dict[str, Any] = opt({}, "Arguments of the sample strategy.")
-    advantage_fn: Optional[str] = opt(None, "Advantage estimator name (preset default).")
+    sample_strategy_args: Dict[str, Any] = opt(
+        {}, "Arguments of the sample strategy: staleness_control takes max_staleness (integer >= 0) and mode "
+        "(drop or downweight); mix takes expert_data_ratio (in [0, 1)) and needs buffer.trainer_input."
+        "auxiliary_buffers; default takes none."
+    )
+    advantage_fn: Optional[str] = opt(None, "Advantage estimator: a registered name or a dotted path (preset default).")
     advantage_fn_args: Dict[str, Any] = opt({}, "Arguments of the advantage estimator, e.g. gamma, lam.")
-    policy_loss_fn: Optional[str] = opt(None, "Policy loss name (preset default).")
+    policy_loss_fn: Optional[str] = opt(None, "Policy loss: a registered name or a dotted path (preset default).")
     policy_loss_fn_args: Dict[str, Any] = opt({}, "Arguments of the policy loss, e.g. clip ranges.")
     kl_penalty_fn: Optional[str] = opt(None, "KL penalty subtracted from the reward; 'none' disables it.")
-    kl_penalty_fn_args: Dict[str, Any] = opt({}, "Arguments of the KL penalty, e.g. kl_coef.")
+    kl_penalty_fn_args: Dict[str, Any] = opt({}, "Arguments of the KL penalty: only kl_coef.")
     kl_loss_fn: Optional[str] = opt(None, "KL term added to the loss; 'none' disables it.")
-    kl_loss_fn_args: Dict[str, Any] = opt({}, "Arguments of the KL loss, e.g. kl_coef.")
+    kl_loss_fn_args: Dict[str, Any] = opt({}, "Arguments of the KL loss: only kl_coef.")
     entropy_loss_fn: Optional[str] = opt(None, "Entropy bonus in the loss; 'none' disables it.")
-    entropy_loss_fn_args: Dict[str, Any] = opt({}, "Arguments of the entropy term, e.g. entropy_coef.")
+    entropy_loss_fn_args: Dict[str, Any] = opt(
+        {}, "Arguments of the entropy term: entropy_coef, plus any the chosen function accepts."
+    )
     loss_agg_mode: Optional[str] = opt(None, "How per-token losses are averaged (preset default).", LOSS_AGG_MODES)
 
 
@@ -330,7 +345,10 @@ class TrainerConfig:
     ppo_epochs: int = opt(1, "Passes over each training batch.")
     ulysses_sequence_parallel_size: int = opt(1, "Sequence-parallel degree.")
     max_checkpoints_to_keep: Optional[int] = opt(None, "Older checkpoints are deleted; null keeps all.")
-    trainer_config: Any = opt(None, "Backend-specific settings passed through unchanged (e.g. critic).")
+    trainer_config: Any = opt(
+        None, "Backend-specific settings passed through unchanged (e.g. critic); its old_logprobs_source "
+        "(auto, recompute or engine) is checked."
+    )
 
 
 # ---------------------------------------------------------------- monitor, services, data, log
@@ -338,7 +356,9 @@ class TrainerConfig:
 
 @dataclass
 class MonitorConfig:
-    monitor_type: str = opt("none", "Extra metrics sink; console and metrics.jsonl are always on.", MONITOR_TYPES)
+    monitor_type: str = opt(
+        "none", "Extra metrics sink; console and metrics.jsonl are always on.", MONITOR_TYPES, dotted_path=True
+    )
     monitor_args: Dict[str, Any] = opt({}, "Arguments of the sink (wandb base_url, mlflow uri, ...).")
     enable_ray_timeline: bool = opt(False, "Export a Ray timeline.json into the run's monitor directory.")
 

@@ -150,21 +150,32 @@ def _coerce_scalar(value: Any, kind: type) -> tuple[bool, Any]:
     return True, value
 
 
-def _check_choice(value: Any, choices: list, path: str, problems: list[Problem]) -> Any:
+def _check_choice(value: Any, choices: list, path: str, problems: list[Problem], dotted_path: bool = False) -> Any:
     if value is None or value in choices:
         return value
+    if dotted_path and isinstance(value, str) and ("." in value or ":" in value):
+        return value  # a plugin class imported by path when the run starts
     # Choices match case-insensitively (log.level: debug); store the canonical spelling.
     by_lower = {str(choice).lower(): choice for choice in choices}
     if isinstance(value, str) and value.lower() in by_lower:
         return by_lower[value.lower()]
     close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
     hint = f" Did you mean '{close[0]}'?" if close else ""
-    problems.append(Problem(path, f"invalid value {value!r}; choose one of: {', '.join(map(str, choices))}.{hint}"))
+    plugin = ", or a dotted path like 'my_package.module:Name'" if dotted_path else ""
+    problems.append(Problem(
+        path, f"invalid value {value!r}; choose one of: {', '.join(map(str, choices))}{plugin}.{hint}"
+    ))
     return value
 
 
-def check_values(data: Any, annotation: Any, path: str, problems: list[Problem], choices: list | None = None) -> Any:
-    """Check ``data`` against ``annotation``; returns the normalized value and appends problems."""
+def check_values(
+    data: Any, annotation: Any, path: str, problems: list[Problem], choices: list | None = None,
+    dotted_path: bool = False,
+) -> Any:
+    """Check ``data`` against ``annotation``; returns the normalized value and appends problems.
+
+    ``choices`` restricts a string leaf; with ``dotted_path`` a ``pkg.module:Name`` is accepted too.
+    """
     inner, optional = _strip_optional(annotation)
     if data is None:
         if not optional and inner is not Any:
@@ -179,7 +190,8 @@ def check_values(data: Any, annotation: Any, path: str, problems: list[Problem],
             return data
         fields = schema_fields(inner)
         return {
-            key: check_values(value, fields[key][0], join(path, key), problems, fields[key][1].get("choices"))
+            key: check_values(value, fields[key][0], join(path, key), problems, fields[key][1].get("choices"),
+                              fields[key][1].get("dotted_path", False))
             if key in fields else value
             for key, value in data.items()
         }
@@ -188,7 +200,8 @@ def check_values(data: Any, annotation: Any, path: str, problems: list[Problem],
             problems.append(Problem(path, f"expected {_type_name(annotation)}, got {data!r}."))
             return data
         (item_type,) = typing.get_args(inner)
-        return [check_values(item, item_type, join(path, i), problems, choices) for i, item in enumerate(data)]
+        return [check_values(item, item_type, join(path, i), problems, choices, dotted_path)
+                for i, item in enumerate(data)]
     if origin is dict:
         if not isinstance(data, dict):
             problems.append(Problem(path, f"expected {_type_name(annotation)}, got {data!r}."))
@@ -200,5 +213,5 @@ def check_values(data: Any, annotation: Any, path: str, problems: list[Problem],
         problems.append(Problem(path, f"expected {_type_name(annotation)}, got {data!r} ({type(data).__name__})."))
         return data
     if choices:
-        normalized = _check_choice(normalized, choices, path, problems)
+        normalized = _check_choice(normalized, choices, path, problems, dotted_path)
     return normalized

@@ -9,15 +9,18 @@ already filled; nothing here derives values.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Callable
 
-from trivium.algorithm.presets import PRESETS
+from trivium.config.algorithm_rules import algorithm_notes, check_algorithm
 from trivium.config.errors import ConfigError, Problem, Suggestion
 from trivium.config.memory import memory_suggestions
 from trivium.config.schema import TriviumConfig
 from trivium.config.typecheck import check_values
 
 EXPLORING_MODES = ("both", "explore", "colocate")
+# How the trainer gets the behaviour policy's logprobs (read by trivium.runtime.builders).
+OLD_LOGPROBS_SOURCES = ("auto", "recompute", "engine")
 
 
 def validate(config: TriviumConfig) -> list[Suggestion]:
@@ -127,31 +130,6 @@ def _token_limits(config: TriviumConfig, problems: list[Problem]) -> None:
         ))
     if model.lora_configs is not None and len(model.lora_configs) > 1:
         problems.append(Problem("model.lora_configs", f"supports one adapter, got {len(model.lora_configs)}"))
-
-
-def _algorithm(config: TriviumConfig, problems: list[Problem]) -> None:
-    algorithm = config.algorithm
-    preset = PRESETS[algorithm.algorithm_type]
-    if preset.group_based and algorithm.repeat_times < 2:
-        problems.append(Problem(
-            "algorithm.repeat_times",
-            f"{algorithm.algorithm_type} compares several responses per task, so it needs repeat_times >= 2 "
-            f"(got {algorithm.repeat_times}); 8 is a common choice",
-        ))
-    if preset.train_only and config.mode != "train":
-        problems.append(Problem(
-            "mode",
-            f"algorithm.algorithm_type '{algorithm.algorithm_type}' trains from a dataset and runs only with "
-            f"mode: train (got mode: {config.mode})",
-        ))
-    if preset.train_only:
-        buffer = config.buffer.trainer_input.experience_buffer
-        if buffer.storage_type == "queue" or not buffer.path:
-            problems.append(Problem(
-                "buffer.trainer_input.experience_buffer",
-                f"{algorithm.algorithm_type} reads its training data from here: set storage_type: file (or sql) "
-                "and path to the dataset",
-            ))
 
 
 def _data(config: TriviumConfig, problems: list[Problem]) -> None:
@@ -269,6 +247,13 @@ def _engines_and_trainer(config: TriviumConfig, problems: list[Problem]) -> None
             "trainer.trainer_strategy",
             "megatron is not available in the built-in trainer; use fsdp or fsdp2 (or none on one device)",
         ))
+    old_logprobs_source = _trainer_config_value(config, "old_logprobs_source")
+    if old_logprobs_source is not None and old_logprobs_source not in OLD_LOGPROBS_SOURCES:
+        problems.append(Problem(
+            "trainer.trainer_config.old_logprobs_source",
+            f"invalid value {old_logprobs_source!r}; choose one of: {', '.join(OLD_LOGPROBS_SOURCES)} (auto "
+            "recomputes only when ppo_epochs > 1, recompute always does, engine uses the rollout's logprobs)",
+        ))
     for pipeline_name in ("task_pipeline", "experience_pipeline"):
         pipeline = getattr(config.data_processor, pipeline_name)
         for index, operator in enumerate(pipeline.operators if pipeline else []):
@@ -277,8 +262,14 @@ def _engines_and_trainer(config: TriviumConfig, problems: list[Problem]) -> None
 
 
 RULES: list[Callable[[TriviumConfig, list[Problem]], None]] = [
-    _required, _ranges, _token_limits, _algorithm, _data, _devices, _sync, _engines_and_trainer,
+    _required, _ranges, _token_limits, check_algorithm, _data, _devices, _sync, _engines_and_trainer,
 ]
+
+
+def _trainer_config_value(config: TriviumConfig, key: str):
+    """A top-level key of the pass-through trainer.trainer_config mapping, or None."""
+    extra = config.trainer.trainer_config
+    return extra.get(key) if isinstance(extra, Mapping) else None
 
 
 def _engines(config: TriviumConfig):
@@ -320,5 +311,6 @@ def suggestions(config: TriviumConfig) -> list[Suggestion]:
         advice.append(Suggestion("mode", "colocate uses a single GPU; mode: both can use the others"))
     if config.model.tinker.enable and config.model.lora_configs:
         advice.append(Suggestion("model.lora_configs", "ignored because model.tinker.enable is true", "note"))
+    advice += algorithm_notes(config)
     advice += memory_suggestions(config)
     return advice

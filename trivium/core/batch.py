@@ -40,6 +40,10 @@ class ExperienceBatch:
     def num_tokens(self) -> int:
         return int(self.attention_mask.sum())
 
+    def to(self, device: torch.device | str) -> ExperienceBatch:
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return ExperienceBatch(**{k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in values.items()})
+
     def select(self, index: torch.Tensor | list[int] | slice) -> ExperienceBatch:
         """Rows ``index`` of every tensor; trims padding columns nobody uses."""
         if isinstance(index, list):

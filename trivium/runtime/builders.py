@@ -33,7 +33,29 @@ def run_dir_of(config: Any) -> Path:
 
 
 # ---------------------------------------------------------------- trainer
+def check_supported(config: Any) -> None:
+    """Config keys the schema accepts but the built-in trainer does not implement yet."""
+    model, trainer = config.model, config.trainer
+    if model.lora_configs:
+        raise NotImplementedError(
+            "LoRA training (model.lora_configs) is not implemented by the built-in trainer; "
+            "remove model.lora_configs to train all weights"
+        )
+    if model.tinker.enable:
+        raise NotImplementedError("the Tinker training service (model.tinker.enable) is not implemented")
+    if trainer.ulysses_sequence_parallel_size > 1:
+        raise NotImplementedError(
+            "sequence parallelism (trainer.ulysses_sequence_parallel_size > 1) is not implemented; set it to 1"
+        )
+    if (config.cluster.trainer_devices or 0) > 1 and config.cluster.device_type == "cuda":
+        raise NotImplementedError(
+            f"the built-in trainer runs on one device; the config gives it {config.cluster.trainer_devices} "
+            "(FSDP over several GPUs is not implemented)"
+        )
+
+
 def trainer_settings(config: Any, model_path: str | None = None) -> TrainerSettings:
+    check_supported(config)
     algorithm, trainer = config.algorithm, config.trainer
     extra = trainer.trainer_config or {}
     loss = LossSettings(
@@ -63,6 +85,7 @@ def trainer_settings(config: Any, model_path: str | None = None) -> TrainerSetti
         betas=tuple(optimizer.betas),
         lr_scheduler_type=optimizer.lr_scheduler_type,
         lr_warmup_steps_ratio=float(optimizer.lr_warmup_steps_ratio),
+        lr_warmup_steps=optimizer.lr_warmup_steps,
         min_lr_ratio=float(optimizer.min_lr_ratio),
         critic_lr=float(_get(extra, "critic", "optim", "lr", default=1e-5)),
         cliprange_value=float(_get(extra, "critic", "cliprange_value", default=0.5)),
@@ -80,6 +103,7 @@ def trainer_settings(config: Any, model_path: str | None = None) -> TrainerSetti
         staleness_mode=str(strategy_args.get("mode", "drop")),
         loss=loss,
         dtype=config.model.dtype,
+        device="cuda" if config.cluster.device_type == "cuda" else "cpu",
     )
 
 

@@ -16,11 +16,16 @@ def build_optimizer(
 
 
 def lr_lambda(
-    *, scheduler_type: str, total_steps: int | None, warmup_ratio: float, min_lr_ratio: float = 0.0
+    *,
+    scheduler_type: str,
+    total_steps: int | None,
+    warmup_ratio: float,
+    min_lr_ratio: float = 0.0,
+    warmup_steps: int | None = None,
 ):
     """Multiplier of the base lr at a given optimizer step (0-based)."""
     total = max(int(total_steps or 0), 0)
-    warmup = int(warmup_ratio * total) if total else 0
+    warmup = int(warmup_steps) if warmup_steps is not None else (int(warmup_ratio * total) if total else 0)
 
     def multiplier(step: int) -> float:
         if warmup and step < warmup:

@@ -38,6 +38,7 @@ class TrainerSettings:
     betas: tuple[float, float] = (0.9, 0.999)
     lr_scheduler_type: str = "constant"
     lr_warmup_steps_ratio: float = 0.0
+    lr_warmup_steps: int | None = None
     min_lr_ratio: float = 0.0
     critic_lr: float = 1e-5
     critic_warmup_steps: int = 0
@@ -57,3 +58,4 @@ class TrainerSettings:
     staleness_mode: str = "drop"  # or "downweight"
     loss: LossSettings = field(default_factory=LossSettings)
     dtype: str = "float32"
+    device: str = "cpu"

@@ -35,8 +35,8 @@ from trivium.trainer.settings import TrainerSettings
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": torch.float32}
 
 
-def load_causal_lm(path: str, dtype: str = "float32", trainable: bool = True) -> torch.nn.Module:
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES.get(dtype, torch.float32))
+def load_causal_lm(path: str, dtype: str = "float32", trainable: bool = True, device: str = "cpu") -> torch.nn.Module:
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES.get(dtype, torch.float32)).to(device)
     model.config.use_cache = False
     if not trainable:
         model.eval()
@@ -61,17 +61,21 @@ class Trainer:
         self.logger = logger or logging.getLogger("trivium.trainer")
         self.global_step = 0
 
-        self.actor = load_causal_lm(settings.model_path, settings.dtype)
+        self.device = torch.device(settings.device)
+        self.actor = load_causal_lm(settings.model_path, settings.dtype, device=settings.device)
         if settings.gradient_checkpointing:
             self.actor.gradient_checkpointing_enable()
         self.actor.train()
         self.reference = (
-            load_causal_lm(settings.model_path, settings.dtype, trainable=False) if settings.loss.needs_reference else None
+            load_causal_lm(settings.model_path, settings.dtype, trainable=False, device=settings.device)
+            if settings.loss.needs_reference
+            else None
         )
         schedule = dict(
             scheduler_type=settings.lr_scheduler_type,
             total_steps=settings.total_steps,
             warmup_ratio=settings.lr_warmup_steps_ratio,
+            warmup_steps=settings.lr_warmup_steps,
             min_lr_ratio=settings.min_lr_ratio,
         )
         self.optimizer = build_optimizer(
@@ -80,7 +84,7 @@ class Trainer:
         self.scheduler = build_scheduler(self.optimizer, **schedule)
         self.critic = self.critic_optimizer = self.critic_scheduler = None
         if settings.use_critic:
-            self.critic = CriticModel.from_pretrained(settings.critic_model_path or settings.model_path)
+            self.critic = CriticModel.from_pretrained(settings.critic_model_path or settings.model_path).to(self.device)
             self.critic.train()
             self.critic_optimizer = build_optimizer(
                 self.critic.parameters(), lr=settings.critic_lr, weight_decay=settings.weight_decay
@@ -93,7 +97,7 @@ class Trainer:
         experiences, stale_metrics = self.apply_staleness_control(experiences)
         if not experiences:
             return {"trainer/skipped_empty_batch": 1.0, **stale_metrics}
-        batch = ExperienceBatch.from_experiences(experiences, self.pad_token_id)
+        batch = ExperienceBatch.from_experiences(experiences, self.pad_token_id).to(self.device)
         plan = self.plan(batch)
         metrics: dict[str, float] = dict(stale_metrics)
 
@@ -184,7 +188,7 @@ class Trainer:
             return metrics
         token_rewards = torch.zeros_like(batch.response_mask)
         lengths = batch.attention_mask[:, batch.prompt_length :].sum(dim=1)
-        rows = torch.arange(batch.batch_size)
+        rows = torch.arange(batch.batch_size, device=self.device)
         token_rewards[rows, (lengths - 1).clamp(min=0)] = batch.rewards
         if ref_logprobs is not None and loss.kl_penalty_fn != "none" and loss.kl_penalty_coef > 0:
             with torch.no_grad():
@@ -193,8 +197,8 @@ class Trainer:
             token_rewards, kl_metrics = apply_kl_penalty(token_rewards, kl, batch.response_mask, loss.kl_penalty_coef)
             metrics.update(kl_metrics)
         group_index = {gid: i for i, gid in enumerate(dict.fromkeys(e.group_id for e in experiences))}
-        group_ids = torch.tensor([group_index[e.group_id] for e in experiences], dtype=torch.long)
-        baseline = torch.tensor([float(e.info.get("baseline_reward", 0.0)) for e in experiences])
+        group_ids = torch.tensor([group_index[e.group_id] for e in experiences], dtype=torch.long, device=self.device)
+        baseline = torch.tensor([float(e.info.get("baseline_reward", 0.0)) for e in experiences], device=self.device)
         advantages, returns = ADVANTAGE_FNS.get(loss.advantage_fn)(
             token_level_rewards=token_rewards,
             response_mask=batch.response_mask,
@@ -343,7 +347,7 @@ class Trainer:
 
     def load_checkpoint(self, step: int) -> None:
         directory = ckpt.step_dir(self.run_dir, step)
-        loaded = load_causal_lm(str(directory / "actor"), self.settings.dtype)
+        loaded = load_causal_lm(str(directory / "actor"), self.settings.dtype, device=self.settings.device)
         self.actor.load_state_dict(loaded.state_dict())
         state = ckpt.load_optimizer_state(self.run_dir, step)
         self.optimizer.load_state_dict(state["optimizer"])

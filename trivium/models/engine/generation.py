@@ -69,6 +69,8 @@ def sample_rows(
     next_position = positions[:, -1] + 1
     done = torch.zeros(rows, dtype=torch.bool)
     compacted = False
+    check_stops = sampler.stop_ids.shape[1] > 0
+    length_limits = {p.max_tokens for p in params}
 
     logits = decoder.prefill(input_ids, mask, positions, capacity=input_ids.shape[1] + max_new)
     for step in range(max_new):
@@ -79,12 +81,18 @@ def sample_rows(
         else:  # rows still in their original order: a plain column copy
             out_tokens[:, step] = tokens
             out_logprobs[:, step] = logprobs
-        hit_stop = sampler.is_stop(tokens) & ~done
-        hit_length = (step + 1 >= max_tokens) & ~done
-        finished = hit_stop | hit_length
-        if bool(finished.any()):
+        # Stop ids cannot be drawn while every row is below min_tokens, and length limits are
+        # known in advance: skip both checks (and their host sync) on steps where nothing can end.
+        finished = hit_stop = None
+        if check_stops and step >= sampler.min_min_tokens:
+            finished = hit_stop = sampler.is_stop(tokens) & ~done
+        if step + 1 in length_limits:
+            hit_length = (step + 1 >= max_tokens) & ~done
+            finished = hit_length if finished is None else finished | hit_length
+        if finished is not None and bool(finished.any()):
             out_lengths[row_ids[finished]] = step + 1
-            stopped[row_ids[hit_stop]] = True
+            if hit_stop is not None:
+                stopped[row_ids[hit_stop]] = True
             done = done | finished
             if bool(done.all()):
                 break

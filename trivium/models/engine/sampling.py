@@ -84,12 +84,16 @@ class BatchSampler:
         self.any_penalty = bool((self.penalty != 1).any())
         self.min_tokens = torch.tensor([p.min_tokens for p in params], dtype=torch.long)
         self.max_min_tokens = int(self.min_tokens.max()) if rows else 0
+        # Dropping rows can only raise the true minimum, so this stays a safe lower bound.
+        self.min_min_tokens = int(self.min_tokens.min()) if rows else 0
         # Stop ids padded to a rectangle with -1, which matches no token.
         width = max((len(s) for s in stop_token_ids), default=0)
         stops = [list(s) + [-1] * (width - len(s)) for s in stop_token_ids]
         self.stop_ids = torch.tensor(stops, dtype=torch.long).view(rows, width)
         # (B, V) bool: each row's stop ids, built once; used while a row is below min_tokens.
         self.stop_mask = stop_token_mask(self.stop_ids, vocab_size)
+        # No processing besides stop blocking: sample straight from the raw distribution.
+        self.plain = not (self.any_greedy or self.any_penalty or self.any_temperature or self.any_filter)
 
     def keep_rows(self, index: torch.Tensor) -> None:
         for name in (
@@ -122,24 +126,33 @@ class BatchSampler:
         logits: (B, V) raw; seen: (B, V) bool tokens already present (needed for repetition
         penalty). Returns tokens (B,) int64 and their raw-logit logprobs (B,) float32.
         """
-        logits = raw = logits.float()
+        logits = logits.float()
         raw_logprobs = logits.log_softmax(dim=-1)
         if self.any_penalty:
             logits = apply_repetition_penalty(logits, seen, self.penalty)
+        blocked = None
         if step < self.max_min_tokens:
-            below = step < self.min_tokens
-            blocked = self.stop_mask if bool(below.all()) else self.stop_mask & below.unsqueeze(1)
-            logits = logits.masked_fill(blocked, NEG_INF)
-        if self.all_greedy:
+            if step < self.min_min_tokens:  # every row still below its minimum: no sync needed
+                blocked = self.stop_mask
+            else:
+                blocked = self.stop_mask & (step < self.min_tokens).unsqueeze(1)
+            if not self.plain:
+                logits = logits.masked_fill(blocked, NEG_INF)
+        if self.plain:
+            # Temperature-1 sampling of the raw logits: the probabilities are exp(logprobs), with
+            # blocked stop tokens zeroed (``draw`` renormalises), so no second softmax is needed.
+            probs = raw_logprobs.exp()
+            if blocked is not None:
+                probs.masked_fill_(blocked, 0.0)
+            tokens = draw(probs, generator)
+        elif self.all_greedy:
             tokens = logits.argmax(dim=-1)
         else:
             if self.any_temperature:
                 logits = logits / self.temperature
             if self.any_filter:
                 logits = filter_top_k_top_p(logits, self.top_k, self.top_p)
-            # Untouched logits (plain temperature-1 sampling): the probabilities are exp(logprobs).
-            probs = raw_logprobs.exp() if logits is raw else logits.softmax(dim=-1)
-            tokens = draw(probs, generator)
+            tokens = draw(logits.softmax(dim=-1), generator)
             if self.any_greedy:
                 tokens = torch.where(self.greedy, logits.argmax(dim=-1), tokens)
         return tokens, raw_logprobs.gather(1, tokens.unsqueeze(1)).squeeze(1)

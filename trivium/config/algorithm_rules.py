@@ -1,0 +1,245 @@
+"""Validation rules for the ``algorithm`` section of a resolved config.
+
+Owns: preset constraints (group size, train-only algorithms), the names of the algorithm
+functions and the keys of their ``*_fn_args``, and ``sample_strategy_args``. Benchmarks only
+evaluate, so none of these rules apply in ``mode: bench``. Like ``validate.py``, nothing here
+derives values; resolve() has already filled every ``*_fn`` from the preset.
+
+Function names are looked up in the registries of ``trivium.algorithm``, so plugins must be
+imported (``--plugin-dir``) before validation for their names to be known. A dotted path
+(``my_pkg.losses:my_loss``) is never an error here: it may only be importable where the run
+executes; when it imports, its arguments are checked like a built-in's.
+"""
+
+from __future__ import annotations
+
+import difflib
+import numbers
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from trivium.algorithm.presets import PRESETS
+from trivium.config.errors import Problem, Suggestion
+from trivium.config.schema import TriviumConfig
+from trivium.errors import UserError
+
+# Modes whose trainer reads experiences through the sample strategy.
+TRAINING_MODES = ("both", "train", "colocate")
+STALENESS_MODES = ("drop", "downweight")
+
+
+def is_dotted_path(name: str) -> bool:
+    """``pkg.module:Name`` or ``pkg.module.Name``: a plugin imported by path, not a registered name."""
+    return "." in name or ":" in name
+
+
+def check_algorithm(config: TriviumConfig, problems: list[Problem]) -> None:
+    """Every rule of this module; a benchmark evaluates models, so it skips them all."""
+    if config.mode == "bench":
+        return
+    _check_preset(config, problems)
+    _check_functions(config, problems)
+    _check_sample_strategy(config, problems)
+
+
+# ---------------------------------------------------------------- presets
+
+
+def _check_preset(config: TriviumConfig, problems: list[Problem]) -> None:
+    algorithm = config.algorithm
+    preset = PRESETS[algorithm.algorithm_type]
+    if preset.group_based and algorithm.repeat_times < 2:
+        problems.append(Problem(
+            "algorithm.repeat_times",
+            f"{algorithm.algorithm_type} compares several responses per task, so it needs repeat_times >= 2 "
+            f"(got {algorithm.repeat_times}); 8 is a common choice",
+        ))
+    if not preset.train_only:
+        return
+    if config.mode != "train":
+        problems.append(Problem(
+            "mode",
+            f"algorithm.algorithm_type '{algorithm.algorithm_type}' trains from a dataset and runs only with "
+            f"mode: train (got mode: {config.mode})",
+        ))
+    buffer = config.buffer.trainer_input.experience_buffer
+    if buffer.storage_type == "queue" or not buffer.path:
+        problems.append(Problem(
+            "buffer.trainer_input.experience_buffer",
+            f"{algorithm.algorithm_type} reads its training data from here: set storage_type: file (or sql) "
+            "and path to the dataset",
+        ))
+
+
+# ---------------------------------------------------------------- functions and their arguments
+
+
+def _registries() -> dict[str, Any]:
+    # Imported here: the registries pull in torch, which loading a config must not need.
+    from trivium.algorithm import ADVANTAGE_FNS, ENTROPY_LOSS_FNS, KL_FNS, POLICY_LOSS_FNS
+
+    return {
+        "advantage_fn": ADVANTAGE_FNS, "policy_loss_fn": POLICY_LOSS_FNS, "kl_penalty_fn": KL_FNS,
+        "kl_loss_fn": KL_FNS, "entropy_loss_fn": ENTROPY_LOSS_FNS,
+    }
+
+
+def _lookup(registry: Any, name: str, key: str, problems: list[Problem]) -> Callable[..., Any] | None:
+    """The registered function, or None when unknown (a Problem) or a dotted path that does not import."""
+    if name in registry:
+        return registry.get(name)
+    if is_dotted_path(name):
+        return _import_or_none(name)
+    try:
+        registry.get(name)
+    except KeyError as error:  # RegistryError: message has the closest name and the known ones
+        problems.append(Problem(key, str(error)))
+    return None
+
+
+def _import_or_none(path: str) -> Callable[..., Any] | None:
+    from trivium.registry import import_object
+
+    try:
+        return import_object(path)
+    except Exception:  # noqa: BLE001 - any import failure means "check it where it runs"
+        return None
+
+
+def _check_functions(config: TriviumConfig, problems: list[Problem]) -> None:
+    algorithm = config.algorithm
+    functions = {
+        name: _lookup(registry, getattr(algorithm, name), f"algorithm.{name}", problems)
+        for name, registry in _registries().items()
+        if getattr(algorithm, name) is not None
+    }
+    # The trainer passes these argument mappings to the functions as keyword arguments.
+    for name in ("advantage_fn", "policy_loss_fn"):
+        if functions.get(name) is not None:
+            _check_fn_args(functions[name], getattr(algorithm, f"{name}_args"), f"algorithm.{name}_args", problems)
+    if algorithm.policy_loss_fn == "mix":
+        _check_mix_inner_loss(algorithm.policy_loss_fn_args, problems)
+    # The trainer reads only the coefficients of the KL and entropy terms.
+    for name in ("kl_penalty_fn", "kl_loss_fn"):
+        args = getattr(algorithm, f"{name}_args")
+        _check_allowed_keys(f"algorithm.{name}_args", args, ["kl_coef"], problems)
+        _check_number(f"algorithm.{name}_args.kl_coef", args.get("kl_coef"), problems, minimum=0)
+    entropy_args = algorithm.entropy_loss_fn_args
+    entropy_fn = functions.get("entropy_loss_fn")
+    allowed = {"entropy_coef"} | (set(_tunable_args_or_none(entropy_fn)) if entropy_fn else set())
+    _check_allowed_keys("algorithm.entropy_loss_fn_args", entropy_args, sorted(allowed), problems)
+    _check_number("algorithm.entropy_loss_fn_args.entropy_coef", entropy_args.get("entropy_coef"), problems)
+
+
+def _check_mix_inner_loss(args: Mapping[str, Any], problems: list[Problem]) -> None:
+    """The mix loss wraps an RL loss named by ``rl_loss_fn`` and configured by ``rl_loss_fn_args``."""
+    from trivium.algorithm import POLICY_LOSS_FNS
+
+    inner_name = args.get("rl_loss_fn", "ppo")
+    key = "algorithm.policy_loss_fn_args.rl_loss_fn"
+    if not isinstance(inner_name, str) or inner_name == "mix":
+        problems.append(Problem(key, f"must name another policy loss (e.g. ppo), got {inner_name!r}"))
+        return
+    inner_fn = _lookup(POLICY_LOSS_FNS, inner_name, key, problems)
+    inner_args = args.get("rl_loss_fn_args") or {}
+    args_key = "algorithm.policy_loss_fn_args.rl_loss_fn_args"
+    if not isinstance(inner_args, Mapping):
+        problems.append(Problem(args_key, f"expected a mapping of arguments, got {inner_args!r}"))
+    elif inner_fn is not None:
+        _check_fn_args(inner_fn, inner_args, args_key, problems)
+
+
+def _tunable_args_or_none(fn: Callable[..., Any]) -> dict[str, Any]:
+    from trivium.algorithm import tunable_args
+
+    try:
+        return tunable_args(fn)
+    except (TypeError, ValueError):  # no inspectable signature (e.g. a C function)
+        return {}
+
+
+def _check_fn_args(fn: Callable[..., Any], args: Mapping[str, Any], key: str, problems: list[Problem]) -> None:
+    """check_fn_args raises UserError("<key>: <message>") for the first unknown name; keep it as a Problem."""
+    from trivium.algorithm import check_fn_args
+
+    try:
+        check_fn_args(fn, args, key=key)
+    except UserError as error:
+        problems.append(Problem(key, str(error).removeprefix(f"{key}: ")))
+    except (TypeError, ValueError):  # a plugin without an inspectable signature: checked when it runs
+        pass
+
+
+def _check_allowed_keys(key: str, args: Mapping[str, Any], allowed: list[str], problems: list[Problem]) -> None:
+    for name in args:
+        if name in allowed:
+            continue
+        close = difflib.get_close_matches(str(name), allowed, n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        problems.append(Problem(key, f"unknown argument '{name}'.{hint} Valid arguments: {', '.join(allowed)}."))
+
+
+def _check_number(key: str, value: Any, problems: list[Problem], minimum: float | None = None,
+                  below: float | None = None, integer: bool = False) -> None:
+    """A present ``value`` must be a number (an integer if asked) in [minimum, below)."""
+    if value is None:
+        return
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind):
+        problems.append(Problem(key, f"expected {'an integer' if integer else 'a number'}, got {value!r}"))
+    elif minimum is not None and below is not None and not minimum <= value < below:
+        problems.append(Problem(key, f"must be in [{minimum}, {below}), got {value}"))
+    elif minimum is not None and value < minimum:
+        problems.append(Problem(key, f"must be at least {minimum}, got {value}"))
+
+
+# ---------------------------------------------------------------- sample strategy
+
+
+def _check_sample_strategy(config: TriviumConfig, problems: list[Problem]) -> None:
+    algorithm = config.algorithm
+    strategy, args = algorithm.sample_strategy, algorithm.sample_strategy_args
+    key = "algorithm.sample_strategy_args"
+    if strategy == "staleness_control":
+        _check_allowed_keys(key, args, ["max_staleness", "mode"], problems)
+        _check_number(f"{key}.max_staleness", args.get("max_staleness"), problems, minimum=0, integer=True)
+        mode = args.get("mode")
+        if mode is not None and mode not in STALENESS_MODES:
+            close = difflib.get_close_matches(str(mode), STALENESS_MODES, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            problems.append(Problem(f"{key}.mode", f"invalid value {mode!r}; choose one of: drop, downweight.{hint}"))
+    elif strategy == "mix":
+        _check_allowed_keys(key, args, ["expert_data_ratio"], problems)
+        _check_number(f"{key}.expert_data_ratio", args.get("expert_data_ratio"), problems, minimum=0, below=1)
+        if config.mode in TRAINING_MODES and not config.buffer.trainer_input.auxiliary_buffers:
+            problems.append(Problem(
+                "buffer.trainer_input.auxiliary_buffers",
+                "algorithm.sample_strategy 'mix' mixes expert rows into every batch: add the expert dataset "
+                "here (e.g. auxiliary_buffers.sft_dataset with storage_type: file and a path)",
+            ))
+    elif args:
+        problems.append(Problem(
+            key,
+            f"sample_strategy '{strategy}' takes no arguments, got {', '.join(map(str, args))}; set "
+            "algorithm.sample_strategy to the strategy they belong to (staleness_control or mix) or remove them",
+        ))
+
+
+# ---------------------------------------------------------------- notes
+
+
+def algorithm_notes(config: TriviumConfig) -> list[Suggestion]:
+    """Dotted-path functions that cannot be imported here are checked only when the run starts."""
+    if config.mode == "bench":
+        return []
+    notes = []
+    for name in _registries():
+        value = getattr(config.algorithm, name)
+        if value and is_dotted_path(value) and _import_or_none(value) is None:
+            notes.append(Suggestion(
+                f"algorithm.{name}",
+                f"'{value}' cannot be imported here, so its arguments were not checked; it must be importable "
+                "where the run executes",
+                "note",
+            ))
+    return notes

@@ -1,0 +1,330 @@
+"""An OpenAI-compatible HTTP server in front of one trivium inference engine.
+
+Owns the HTTP surface only: request parsing, the OpenAI response shapes, and error bodies.
+Sampling is the engine's job; concurrent requests are merged into shared engine calls by a
+``RequestBatcher``. Endpoints:
+
+* ``GET /health`` and ``GET /v1/models``;
+* ``POST /v1/completions`` (text or token-id prompts; ``echo`` scores the prompt) and
+  ``POST /v1/chat/completions`` (rendered with the tokenizer's chat template);
+* ``POST /v1/trivium/generate`` and ``POST /v1/trivium/logprobs``: the engine interface over
+  HTTP, with exact token ids, per-token logprobs and the model version, so experiences built
+  from a remote engine are identical to ones built in-process.
+
+The completions endpoint also speaks the token-id dialect of vLLM servers
+(``return_tokens_as_token_ids`` gives tokens as ``"token_id:<id>"``), which the ``external``
+engine relies on.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, fields
+from typing import Any
+
+from trivium.errors import UserError
+from trivium.models.chat import encode_chat_prompt, encode_text_prompt, render_chat
+from trivium.models.engine.base import GenerationOutput, InferenceEngine, SamplingParams
+from trivium.models.engine.batcher import RequestBatcher
+
+TOKEN_ID_PREFIX = "token_id:"
+SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingParams))
+# Request keys that map one-to-one onto SamplingParams (OpenAI names plus vLLM's extras).
+_PASSTHROUGH_SAMPLING_KEYS = ("temperature", "top_p", "top_k", "repetition_penalty", "min_tokens", "n", "seed")
+
+
+class BadRequest(UserError):
+    """A request the server cannot serve; returned as HTTP 400 with this message."""
+
+
+# ---------------------------------------------------------------- request parsing
+def sampling_params(body: dict[str, Any], *, max_tokens_key: str = "max_tokens", default_max_tokens: int = 16,
+                    stop_token_ids: tuple[int, ...] = ()) -> SamplingParams:
+    """SamplingParams from an OpenAI-style request body; unset keys keep the OpenAI defaults."""
+    args = {key: body[key] for key in _PASSTHROUGH_SAMPLING_KEYS if body.get(key) is not None}
+    max_tokens = body.get(max_tokens_key)
+    args["max_tokens"] = default_max_tokens if max_tokens is None else max_tokens
+    stop_ids = tuple(body.get("stop_token_ids") or ()) + tuple(stop_token_ids)
+    if stop_ids:
+        args["stop_token_ids"] = stop_ids
+    try:
+        args["min_tokens"] = min(int(args.get("min_tokens", 0)), int(args["max_tokens"]))
+        return SamplingParams(**args)
+    except (TypeError, ValueError) as error:
+        raise BadRequest(f"invalid sampling parameters: {error}") from error
+
+
+def stop_strings_as_token_ids(tokenizer, stop: str | list[str] | None) -> tuple[int, ...]:
+    """``stop`` strings that are exactly one token become stop ids; longer ones are refused."""
+    if not stop:
+        return ()
+    stops = [stop] if isinstance(stop, str) else list(stop)
+    ids = []
+    for text in stops:
+        encoded = tokenizer(text, add_special_tokens=False)["input_ids"]
+        if len(encoded) != 1:
+            raise BadRequest(
+                f"stop string {text!r} is {len(encoded)} tokens; this server stops on single tokens only "
+                "(use a one-token stop string or stop_token_ids)"
+            )
+        ids.append(int(encoded[0]))
+    return tuple(ids)
+
+
+def completion_prompts(tokenizer, prompt: Any) -> list[list[int]]:
+    """The token ids of each prompt: a string, a list of ids, or a list of either."""
+    if isinstance(prompt, str):
+        return [encode_text_prompt(tokenizer, prompt)]
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        return [list(prompt)]
+    if isinstance(prompt, list) and prompt:
+        return [ids for item in prompt for ids in completion_prompts(tokenizer, item)]
+    raise BadRequest("`prompt` must be a non-empty string, list of token ids, or a list of those")
+
+
+def _refuse_streaming(body: dict[str, Any]) -> None:
+    if body.get("stream"):
+        raise BadRequest("streaming is not supported by this server; send stream=false")
+
+
+# ---------------------------------------------------------------- response shaping
+def _token_strings(tokenizer, token_ids: list[int], as_ids: bool) -> list[str]:
+    if as_ids:
+        return [f"{TOKEN_ID_PREFIX}{t}" for t in token_ids]
+    return [tokenizer.decode([t]) for t in token_ids]
+
+
+def _usage(prompts: list[list[int]], outputs: list[list[GenerationOutput]]) -> dict[str, int]:
+    prompt_tokens = sum(len(p) for p in prompts)
+    completion_tokens = sum(len(o.token_ids) for group in outputs for o in group)
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def output_to_dict(output: GenerationOutput) -> dict[str, Any]:
+    return asdict(output)
+
+
+def output_from_dict(data: dict[str, Any]) -> GenerationOutput:
+    return GenerationOutput(**{f.name: data[f.name] for f in fields(GenerationOutput) if f.name in data})
+
+
+# ---------------------------------------------------------------- the service
+class EngineService:
+    """The request handlers, independent of the HTTP framework (so they are easy to test)."""
+
+    def __init__(self, engine: InferenceEngine, model_name: str, model_path: str | None = None):
+        if engine.tokenizer is None:
+            raise UserError("the served engine has no tokenizer; text prompts and chat need one")
+        self.engine = engine
+        self.tokenizer = engine.tokenizer
+        self.model_name = model_name
+        self.model_path = model_path
+        self.batcher = RequestBatcher(engine)
+        self.started = int(time.time())
+
+    def _generate(self, prompts: list[list[int]], params: list[SamplingParams]) -> list[list[GenerationOutput]]:
+        return self.batcher.submit(prompts, params).result()
+
+    def health(self) -> dict[str, Any]:
+        return {"status": "ok", "model": self.model_name, "model_path": self.model_path,
+                "model_version": self.engine.version()}
+
+    def models(self) -> dict[str, Any]:
+        return {"object": "list", "data": [
+            {"id": self.model_name, "object": "model", "created": self.started, "owned_by": "trivium"}
+        ]}
+
+    def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        _refuse_streaming(body)
+        prompts = completion_prompts(self.tokenizer, body.get("prompt"))
+        stop_ids = stop_strings_as_token_ids(self.tokenizer, body.get("stop"))
+        as_ids = bool(body.get("return_tokens_as_token_ids"))
+        want_logprobs = body.get("logprobs") is not None
+        echo = bool(body.get("echo"))
+        if echo and body.get("max_tokens") == 0:  # scoring only: nothing is generated
+            outputs = [[GenerationOutput(prompt_ids=p, token_ids=[], logprobs=[], text="", finish_reason="length")]
+                       for p in prompts]
+        else:
+            params = sampling_params(body, stop_token_ids=stop_ids)
+            outputs = self._generate(prompts, [params] * len(prompts))
+        prompt_scores = self._prompt_logprobs(prompts) if echo and want_logprobs else None
+        choices = []
+        for prompt_index, (prompt, group) in enumerate(zip(prompts, outputs)):
+            for output in group:
+                text, token_ids, values = output.text, list(output.token_ids), list(output.logprobs)
+                if echo:
+                    text = self.tokenizer.decode(prompt) + text
+                    token_ids = list(prompt) + token_ids
+                    values = prompt_scores[prompt_index] + values if prompt_scores else values
+                logprobs = None
+                if want_logprobs:
+                    logprobs = {"tokens": _token_strings(self.tokenizer, token_ids, as_ids), "token_logprobs": values,
+                                "top_logprobs": None, "text_offset": None}
+                choices.append({"index": len(choices), "text": text, "logprobs": logprobs,
+                                "finish_reason": output.finish_reason})
+        return {"id": f"cmpl-{time.time_ns()}", "object": "text_completion", "created": int(time.time()),
+                "model": self.model_name, "choices": choices, "usage": _usage(prompts, outputs)}
+
+    def _prompt_logprobs(self, prompts: list[list[int]]) -> list[list[float | None]]:
+        """Each prompt token's logprob given the ones before it; the first has none."""
+        scores = []
+        for prompt in prompts:
+            if len(prompt) < 2:
+                scores.append([None] * len(prompt))
+                continue
+            values = self.engine.compute_logprobs([prompt], [1])[0].tolist()
+            scores.append([None] + values)
+        return scores
+
+    def chat_completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        _refuse_streaming(body)
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise BadRequest("`messages` must be a non-empty list of {role, content} objects")
+        template_kwargs = body.get("chat_template_kwargs") or {}
+        text = render_chat(self.tokenizer, messages, tools=body.get("tools"),
+                           enable_thinking=template_kwargs.get("enable_thinking"))
+        prompt = encode_chat_prompt(self.tokenizer, text)
+        max_key = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+        stop_ids = stop_strings_as_token_ids(self.tokenizer, body.get("stop"))
+        params = sampling_params(body, max_tokens_key=max_key, default_max_tokens=256, stop_token_ids=stop_ids)
+        outputs = self._generate([prompt], [params])
+        with_token_ids = bool(body.get("return_token_ids"))
+        choices = []
+        for index, output in enumerate(outputs[0]):
+            choice = {"index": index, "message": {"role": "assistant", "content": output.text},
+                      "finish_reason": output.finish_reason, "logprobs": None}
+            if body.get("logprobs"):
+                strings = _token_strings(self.tokenizer, output.token_ids, bool(body.get("return_tokens_as_token_ids")))
+                choice["logprobs"] = {"content": [
+                    {"token": s, "logprob": v, "bytes": list(s.encode("utf-8")), "top_logprobs": []}
+                    for s, v in zip(strings, output.logprobs)
+                ]}
+            if with_token_ids:
+                choice["token_ids"] = list(output.token_ids)
+            choices.append(choice)
+        response = {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()),
+                    "model": self.model_name, "choices": choices, "usage": _usage([prompt], outputs)}
+        if with_token_ids:
+            response["prompt_token_ids"] = prompt
+        return response
+
+    # ---- the trivium extension: the engine interface, token-exact -----------------------
+    def trivium_generate(self, body: dict[str, Any]) -> dict[str, Any]:
+        prompts = body.get("prompts")
+        if not isinstance(prompts, list) or not all(isinstance(p, list) for p in prompts):
+            raise BadRequest("`prompts` must be a list of token-id lists")
+        raw_params = body.get("params") or {}
+        raw_list = raw_params if isinstance(raw_params, list) else [raw_params] * len(prompts)
+        if len(raw_list) != len(prompts):
+            raise BadRequest(f"got {len(raw_list)} params for {len(prompts)} prompts; give one or one per prompt")
+        params = []
+        for raw in raw_list:
+            unknown = sorted(set(raw) - set(SAMPLING_FIELDS))
+            if unknown:
+                raise BadRequest(f"unknown sampling parameter(s) {unknown}; valid: {list(SAMPLING_FIELDS)}")
+            try:
+                params.append(SamplingParams(**raw))
+            except (TypeError, ValueError) as error:
+                raise BadRequest(f"invalid sampling parameters {raw}: {error}") from error
+        outputs = self._generate([list(p) for p in prompts], params) if prompts else []
+        return {"outputs": [[output_to_dict(o) for o in group] for group in outputs],
+                "model_version": self.engine.version()}
+
+    def trivium_logprobs(self, body: dict[str, Any]) -> dict[str, Any]:
+        sequences, prompt_lengths = body.get("sequences"), body.get("prompt_lengths")
+        if not isinstance(sequences, list) or not isinstance(prompt_lengths, list):
+            raise BadRequest("`sequences` (token-id lists) and `prompt_lengths` (ints) are required")
+        try:
+            scores = self.engine.compute_logprobs([list(s) for s in sequences], [int(p) for p in prompt_lengths])
+        except ValueError as error:
+            raise BadRequest(str(error)) from error
+        return {"logprobs": [s.tolist() for s in scores], "model_version": self.engine.version()}
+
+    def close(self) -> None:
+        self.batcher.close()
+
+
+def create_app(engine: InferenceEngine, model_name: str = "trivium", model_path: str | None = None):
+    """A FastAPI app serving ``engine``; ``model_name`` is the id clients send as ``model``."""
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+
+    service = EngineService(engine, model_name, model_path)
+    app = FastAPI(title=f"trivium model server ({model_name})")
+    app.state.service = service
+
+    @app.exception_handler(UserError)
+    async def user_error(_request: Request, error: UserError) -> JSONResponse:
+        return JSONResponse(status_code=400, content={"error": {
+            "message": str(error), "type": "invalid_request_error", "param": None, "code": None}})
+
+    # Handlers are plain functions: FastAPI runs them in its thread pool, so a slow
+    # generation never blocks /health, and concurrent requests meet in the batcher.
+    app.get("/health")(service.health)
+    app.get("/v1/models")(service.models)
+
+    def post(path: str, handler) -> None:
+        def endpoint(body: dict) -> dict:
+            return handler(body)
+
+        app.post(path)(endpoint)
+
+    post("/v1/completions", service.completions)
+    post("/v1/chat/completions", service.chat_completions)
+    post("/v1/trivium/generate", service.trivium_generate)
+    post("/v1/trivium/logprobs", service.trivium_logprobs)
+    app.router.on_shutdown.append(service.close)
+    return app
+
+
+# ---------------------------------------------------------------- running it
+def check_port_free(host: str, port: int) -> None:
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise UserError(f"cannot listen on {host}:{port} ({error.strerror}); choose another --port") from None
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def serve(engine: InferenceEngine, *, host: str = "127.0.0.1", port: int = 8010, model_name: str = "trivium",
+          model_path: str | None = None, log_level: str = "warning") -> None:
+    """Serve ``engine`` until interrupted (Ctrl-C / SIGTERM); blocks."""
+    import uvicorn
+
+    check_port_free(host, port)
+    app = create_app(engine, model_name, model_path)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+@contextmanager
+def serve_in_thread(engine: InferenceEngine, *, host: str = "127.0.0.1", port: int | None = None,
+                    model_name: str = "trivium", startup_timeout: float = 30.0) -> Iterator[str]:
+    """Serve ``engine`` from a background thread for the ``with`` block; yields the ``/v1`` base URL."""
+    import uvicorn
+
+    port = port or free_port(host)
+    server = uvicorn.Server(uvicorn.Config(create_app(engine, model_name), host=host, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="trivium-model-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + startup_timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"the model server did not start on {host}:{port}")
+        time.sleep(0.02)
+    try:
+        yield f"http://{host}:{port}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

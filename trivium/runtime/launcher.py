@@ -95,12 +95,17 @@ def report(session: RunSession, console: Any = None) -> None:
 
 
 def eval_change_lines(history: list[tuple[int, dict[str, float]]]) -> list[str]:
-    """'eval/<set>/accuracy: 0.40 (step 0) -> 0.85 (step 40)' for each evaluated set."""
+    """How each eval set's accuracy moved over this run (stage), first evaluation to last."""
     if len(history) < 2:
         return []
     (first_step, first), (last_step, last) = history[0], history[-1]
     lines = []
     for key in sorted(first):
         if key.endswith("/accuracy") and key in last:
-            lines.append(f"{key}: {first[key]:.3f} (step {first_step}) -> {last[key]:.3f} (step {last_step})")
+            name = key.removeprefix("eval/").removesuffix("/accuracy")
+            change = 100 * (last[key] - first[key])
+            lines.append(
+                f"held-out accuracy on {name}: {first[key]:.1%} at step {first_step} -> "
+                f"{last[key]:.1%} at step {last_step} ({change:+.1f} points)"
+            )
     return lines

@@ -200,7 +200,7 @@ def main() -> None:
             ),
             "",
             (
-                f"Machine: {cpu_model()}, {torch.get_num_threads()} torch threads, {_cores()} cores, "
+                f"Machine: {cpu_model()}, torch threads: {torch.get_num_threads()}, {_cores()} cores, "
                 f"torch {torch.__version__}, Python {platform.python_version()}."
             ),
             "The cores are shared with other work, so absolute numbers vary between runs; each ratio is",

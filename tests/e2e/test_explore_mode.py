@@ -47,7 +47,9 @@ def test_explore_writes_scored_experiences_and_survives_broken_workflows(assets,
     config["buffer"]["batch_size"] = 6
     config["buffer"]["explorer_input"]["default_workflow_type"] = "flaky"
     config["buffer"]["trainer_input"]["experience_buffer"] = {"name": "explored", "storage_type": "sql", "path": str(db)}
-    config["explorer"].update({"max_timeout": 8, "max_retry_times": 1, "runner_per_model": 6})
+    config["explorer"].update(
+        {"max_timeout": 8, "max_retry_times": 1, "runner_per_model": 6, "runner_state_report_interval": 1}
+    )
     assert main(["run", "--config", write_config(tmp_path, config), "--plugin-dir", str(plugins)]) == 0
 
     records = [r for r in read_metrics(tmp_path / "runs" / "e2e" / "run") if "rollout/failed_tasks" in r]
@@ -56,6 +58,10 @@ def test_explore_writes_scored_experiences_and_survives_broken_workflows(assets,
     assert [r["rollout/failed_tasks"] for r in records] == [3, 3]
     assert records[0]["rollout/timeouts"] == 2  # the hanging task, tried twice
     assert records[0]["rollout/retries"] == 3
+
+    # Runner status reports name the task a hanging runner is stuck on.
+    explorer_log = (tmp_path / "runs" / "e2e" / "run" / "log" / "explorer.log").read_text()
+    assert "runners | 6:" in explorer_log and "running task train:3:" in explorer_log
 
     session = sessionmaker(bind=create_engine(f"sqlite:///{db}"))()
     rows = session.query(ExperienceModel).all()

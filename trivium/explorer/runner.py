@@ -128,13 +128,25 @@ class RunnerPool:
         self.logger = logger or logging.getLogger("trivium.explorer")
         self.runner_loggers = runner_loggers or [self.logger] * self.num_runners
         self.executor = ThreadPoolExecutor(max_workers=self.num_runners, thread_name_prefix="runner")
-        self.runner_states: dict[int, str] = {i: "idle" for i in range(self.num_runners)}
+        self.runner_states: dict[int, dict[str, Any]] = {i: {"status": "idle"} for i in range(self.num_runners)}
         self._free_runners: list[int] = list(range(self.num_runners))
         self._lock = threading.Lock()
 
     def run(self, units: list[RunUnit]) -> list[UnitResult]:
         futures: list[Future] = [self.executor.submit(self._run_unit, unit) for unit in units]
         return [future.result() for future in futures]
+
+    def snapshot_states(self) -> dict[int, dict[str, Any]]:
+        """Each runner's status, with how long its current task has run."""
+        now = time.monotonic()
+        states = {}
+        for runner_id, state in list(self.runner_states.items()):
+            state = dict(state)
+            started = state.pop("started", None)
+            if started is not None:
+                state["elapsed_seconds"] = now - started
+            states[runner_id] = state
+        return states
 
     def shutdown(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
@@ -145,7 +157,7 @@ class RunnerPool:
 
     def _release_runner(self, runner_id: int) -> None:
         with self._lock:
-            self.runner_states[runner_id] = "idle"
+            self.runner_states[runner_id] = {"status": "idle"}
             self._free_runners.append(runner_id)
 
     def _run_unit(self, unit: RunUnit) -> UnitResult:
@@ -156,7 +168,12 @@ class RunnerPool:
         try:
             for attempt in range(self.max_retry_times + 1):
                 result.attempts = attempt + 1
-                self.runner_states[runner_id] = f"task {unit.task.task_id} attempt {attempt + 1}"
+                self.runner_states[runner_id] = {
+                    "status": "running",
+                    "task_id": unit.task.task_id,
+                    "attempt": attempt + 1,
+                    "started": time.monotonic(),
+                }
                 try:
                     experiences = validate_output(self._attempt(unit, runner_id))
                     for i, exp in enumerate(experiences):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,22 @@ class RunSession:
         self.explorer.logger = self.explorer_log
         if self.resume_step is not None:
             self._resume_explorer(self.resume_step)
+        self._start_runner_reports(config.explorer.runner_state_report_interval)
+
+    def _start_runner_reports(self, interval: float) -> None:
+        """Print every runner's status every ``interval`` seconds (0 turns it off)."""
+        self._stop_reports = threading.Event()
+        if not interval or interval <= 0:
+            return
+        from trivium.monitor.progress import format_runner_states
+
+        def report() -> None:
+            while not self._stop_reports.wait(interval):
+                line = format_runner_states(self.explorer.runner_pool.snapshot_states())
+                self.explorer_log.info(line)
+                print(line, flush=True)
+
+        threading.Thread(target=report, name="runner-state-report", daemon=True).start()
 
     def _resume_explorer(self, step: int) -> None:
         state_file = ckpt.step_dir(self.run_dir, step) / EXPLORER_STATE_FILE
@@ -211,6 +228,8 @@ class RunSession:
 
     # ------------------------------------------------------------------ tear-down
     def close(self) -> None:
+        if getattr(self, "_stop_reports", None) is not None:
+            self._stop_reports.set()
         for monitor in (self.trainer_monitor, self.explorer_monitor):
             if monitor is not None:
                 monitor.close()

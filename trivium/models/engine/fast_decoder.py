@@ -2,8 +2,9 @@
 
 On small models the cost of ``model.generate`` is per-call overhead and memory traffic, not
 arithmetic. This decoder runs the same math as the Hugging Face modules with far fewer calls:
-  * q, k and v come out of ONE matmul, gate and up out of another; every RMSNorm weight is
-    folded into the matmul that follows it, and weights are stored pre-transposed;
+  * q, k and v come out of ONE matmul, gate and up out of one batched matmul (two plain ones
+    in the prefill); every RMSNorm weight is folded into the matmul that follows it, and
+    weights are stored pre-transposed;
   * RoPE's rotate-half is a tiny matmul with a signed permutation matrix (exact), and the
     cos/sin rows are gathered once per step for all layers;
   * the KV cache is preallocated and written in place (keys stored transposed, so the score
@@ -112,6 +113,24 @@ def _add_matmul_(residual: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, 
         residual.add_(bias)
 
 
+def _packed_causal_attention(q, k, v, groups: list[tuple[int, int]]) -> torch.Tensor:
+    """Causal self-attention over packed prompts (N, heads, D); ``groups`` lists (length, rows)
+    of consecutive equal-length prompts, so each group is one unmasked causal call."""
+    attended = torch.empty_like(q)
+    start = 0
+    for length, rows in groups:
+        stop = start + length * rows
+
+        def block(t: torch.Tensor, start=start, stop=stop, rows=rows, length=length) -> torch.Tensor:
+            # (rows * length, heads, D) -> (rows, heads, length, D), a view.
+            return t[start:stop].unflatten(0, (rows, length)).transpose(1, 2)
+
+        out = F.scaled_dot_product_attention(block(q), block(k), block(v), is_causal=True, enable_gqa=True)
+        block(attended).copy_(out)
+        start = stop
+    return attended
+
+
 class FastDecoder:
     """Prefill + single-token decode over a static KV cache, for one batch at a time."""
 
@@ -168,7 +187,9 @@ class FastDecoder:
         gate_up = torch.cat([gate.weight, up.weight]) * layer.post_attention_layernorm.weight
         return _LayerWeights(
             qkv=qkv.t().contiguous(),
-            qkv_bias=_cat_bias([q.bias, k.bias, v.bias], [q.out_features, k.out_features, v.out_features], qkv),
+            qkv_bias=_cat_bias(
+                [q.bias, k.bias, v.bias], [q.out_features, k.out_features, v.out_features], qkv
+            ),
             o=attention.o_proj.weight.t().contiguous(),
             o_bias=attention.o_proj.bias,
             gate_up=gate_up.unflatten(0, (2, -1)).transpose(1, 2).contiguous(),
@@ -241,7 +262,7 @@ class FastDecoder:
         batch, prompt_len = input_ids.shape
         if capacity < prompt_len:
             raise ValueError(f"capacity {capacity} is smaller than the prompt width {prompt_len}")
-        device, kv, d = self.device, self.num_kv_heads, self.head_dim
+        device, kv = self.device, self.num_kv_heads
         valid = attention_mask.to(device=device, dtype=torch.bool)
         lengths = valid.sum(dim=1)
         if bool((lengths == 0).any()):
@@ -272,18 +293,10 @@ class FastDecoder:
         x = self.embed[tokens]
         for weights in self.layers:
             q, k, v = self._qkv(x, weights, cos, sin)
-            self.caches.append(self._new_cache(batch, capacity, padded_columns, k, v, token_rows, token_columns))
-            attended = torch.empty_like(q)
-            start = 0
-            for length, rows in groups:
-                stop = start + length * rows
-                # (rows * length, heads, D) -> (rows, heads, length, D), without copies.
-                block = lambda t: t[start:stop].unflatten(0, (rows, length)).transpose(1, 2)  # noqa: E731
-                out = F.scaled_dot_product_attention(
-                    block(q), block(k), block(v), is_causal=True, enable_gqa=True
-                )
-                block(attended).copy_(out)
-                start = stop
+            self.caches.append(
+                self._new_cache(batch, capacity, padded_columns, k, v, token_rows, token_columns)
+            )
+            attended = _packed_causal_attention(q, k, v, groups)
             _add_matmul_(x, attended.flatten(1), weights.o, weights.o_bias)
             self._mlp_(x, weights)
 

@@ -55,7 +55,12 @@ def run_bench(config: Any, console: Any = None) -> int:
             wrappers = builders.build_wrappers(config, engines)
             pool = builders.build_runner_pool(config, wrappers, builders.build_auxiliary_wrappers(config), run_dir)
             explorer = builders.build_explorer(
-                config, taskset_reader=None, writer=None, pool=pool, eval_pool=pool, version_fn=lambda: version
+                config,
+                taskset_reader=None,
+                writer=None,
+                pool=pool,
+                eval_pool=pool,
+                version_fn=lambda version=version: version,
             )
             explorer.logger = log
             metrics = explorer.evaluate()

@@ -14,7 +14,8 @@ import traceback
 from typing import Any
 
 from trivium.buffer.base import BufferExhausted
-from trivium.runtime.session import RunSession
+from trivium.runtime.session import RunSession, load_actor_weights
+from trivium.sync.synchronizer import WeightUpdate
 from trivium.trainer import checkpoint as ckpt
 
 
@@ -41,6 +42,22 @@ def startup_eval(session: RunSession) -> None:
         evaluate(session, 0)
 
 
+def explore_once(session: RunSession, progress: Any) -> dict[str, float] | None:
+    """One explorer step, logged; None when the tasksets are exhausted."""
+    metrics = session.explorer.explore_step()
+    if metrics is not None:
+        _log(session.explorer_monitor, metrics, session.explorer.state.step)
+        if progress:
+            progress.update_explore(session.explorer.state.step)
+    return metrics
+
+
+def eval_if_due(session: RunSession) -> None:
+    step = session.explorer.state.step
+    if _should_eval(session, step):
+        evaluate(session, step)
+
+
 def train_available(session: RunSession, reader: Any, pending: int, progress: Any) -> int:
     """Colocate: train on every full batch the explorer has written; returns what is left."""
     batch_size = session.config.buffer.train_batch_size
@@ -64,13 +81,10 @@ def run_colocate(session: RunSession, progress: Any = None) -> None:
     startup_eval(session)
     pending = 0
     while True:
-        metrics = explorer.explore_step()
+        metrics = explore_once(session, progress)
         if metrics is None:
             break
         pending += int(metrics.get("rollout/num_experiences", 0))
-        _log(session.explorer_monitor, metrics, explorer.state.step)
-        if progress:
-            progress.update_explore(explorer.state.step)
         if explorer.state.step % sync.sync_interval == 0:
             before = session.trainer.global_step
             pending = train_available(session, reader, pending, progress)
@@ -79,8 +93,7 @@ def run_colocate(session: RunSession, progress: Any = None) -> None:
                 session.publish_weights(copy=False)
                 sync_metrics = session.load_weights(sync.poll())
                 _log(session.explorer_monitor, sync_metrics, explorer.state.step)
-        if _should_eval(session, explorer.state.step):
-            evaluate(session, explorer.state.step)
+        eval_if_due(session)
         total = session.config.trainer.total_steps
         if total and session.trainer.global_step >= total:
             break
@@ -111,14 +124,9 @@ def run_both(session: RunSession, progress: Any = None) -> None:
                         update = sync.wait_for(sync.required_version(next_step))
                 if update is not None:
                     _log(session.explorer_monitor, session.load_weights(update), explorer.state.step)
-                metrics = explorer.explore_step()
-                if metrics is None:
+                if explore_once(session, progress) is None:
                     break
-                _log(session.explorer_monitor, metrics, explorer.state.step)
-                if progress:
-                    progress.update_explore(explorer.state.step)
-                if _should_eval(session, explorer.state.step):
-                    evaluate(session, explorer.state.step)
+                eval_if_due(session)
         except BaseException as error:
             errors.append(error)
             session.explorer_log.error("explorer failed: %s", traceback.format_exc())
@@ -205,17 +213,10 @@ def run_explore(session: RunSession, progress: Any = None) -> None:
     while True:
         latest = ckpt.latest_checkpoint(session.run_dir)
         if latest is not None and latest > session.engines[0].version():
-            from trivium.runtime.session import _load_actor_weights
-            from trivium.sync.synchronizer import WeightUpdate
 
-            weights = _load_actor_weights(ckpt.step_dir(session.run_dir, latest) / "actor")
+            weights = load_actor_weights(ckpt.step_dir(session.run_dir, latest) / "actor")
             _log(session.explorer_monitor, session.load_weights(WeightUpdate(latest, weights=weights)), explorer.state.step)
-        metrics = explorer.explore_step()
-        if metrics is None:
+        if explore_once(session, progress) is None:
             break
-        _log(session.explorer_monitor, metrics, explorer.state.step)
-        if progress:
-            progress.update_explore(explorer.state.step)
-        if _should_eval(session, explorer.state.step):
-            evaluate(session, explorer.state.step)
+        eval_if_due(session)
     session.writer.finish()

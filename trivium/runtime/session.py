@@ -8,7 +8,6 @@ summary. The mode loops in ``trivium.runtime.loops`` only call its methods.
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 from pathlib import Path
@@ -137,7 +136,7 @@ class RunSession:
         if state_file.exists():
             self.explorer.load_state_dict(json.loads(state_file.read_text()))
         actor_dir = ckpt.step_dir(self.run_dir, step) / "actor"
-        weights = self.trainer.weights_for_sync() if self.trainer else _load_actor_weights(actor_dir)
+        weights = self.trainer.weights_for_sync() if self.trainer else load_actor_weights(actor_dir)
         for engine in self.engines:
             engine.update_weights(weights, step)
         self.explorer_log.info("resumed the explorer at step %d with weight version %d", self.explorer.state.step, step)
@@ -241,7 +240,7 @@ class RunSession:
                 close()
 
 
-def _load_actor_weights(actor_dir: Path) -> dict[str, torch.Tensor]:
+def load_actor_weights(actor_dir: Path) -> dict[str, torch.Tensor]:
     from trivium.trainer.trainer import load_causal_lm
 
     return load_causal_lm(str(actor_dir), trainable=False).state_dict()

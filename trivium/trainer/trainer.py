@@ -18,7 +18,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from trivium.algorithm.advantages import ADVANTAGE_FNS
-from trivium.algorithm.aggregation import aggregate_loss, masked_mean
+from trivium.algorithm.aggregation import masked_mean
 from trivium.algorithm.entropy import ENTROPY_LOSS_FNS
 from trivium.algorithm.kl import KL_FNS, apply_kl_penalty, kl_loss
 from trivium.algorithm.policy_losses import POLICY_LOSS_FNS

@@ -21,7 +21,7 @@ SHORT_ANSWER_REWARD = textwrap.dedent(
         return max(0.0, 1.0 - len(response) / 24)
     """
 )
-STEPS = 10
+STEPS = 12
 
 
 @pytest.mark.slow
@@ -35,9 +35,10 @@ def test_rl_preset_learns_a_toy_objective(assets, tmp_path, algorithm, mode):
     config["algorithm"]["optimizer"]["lr"] = 5e-3
     config["buffer"]["total_steps"] = STEPS
     config["buffer"]["explorer_input"]["default_reward_fn_type"] = "short_answer"
+    config["buffer"]["batch_size"] = 8
     if algorithm in ("ppo", "reinforceplusplus"):
         config["algorithm"]["repeat_times"] = 2
-        config["buffer"]["batch_size"] = 8
+        config["buffer"]["batch_size"] = 16
     if algorithm == "ppo":
         config["trainer"]["trainer_config"] = {"critic": {"optim": {"lr": 1e-3}}}
     assert main(["run", "--config", write_config(tmp_path, config), "--plugin-dir", str(plugins)]) == 0
@@ -50,7 +51,7 @@ def test_rl_preset_learns_a_toy_objective(assets, tmp_path, algorithm, mode):
     if algorithm == "ppo":
         assert "critic/vf_loss" in trainer_steps[-1]
     first, last = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
-    assert last > first + 0.05, f"{algorithm}/{mode}: reward {first:.3f} -> {last:.3f}"
+    assert last > first + 0.08, f"{algorithm}/{mode}: reward {first:.3f} -> {last:.3f}"
     assert (run_dir / f"global_step_{STEPS}" / "actor" / "model.safetensors").exists()
 
 

@@ -115,3 +115,17 @@ def test_mix_trains_on_rollouts_and_an_expert_sft_buffer(assets, tmp_path):
     # Half of each batch is expert data: 16 rollouts + 16 expert rows.
     assert records[0]["trainer/batch_size"] == 32
     assert any(key.startswith("actor/sft") or "expert" in key for key in records[0])
+
+
+@pytest.mark.slow
+def test_both_mode_stops_exploring_when_the_trainer_is_done(assets, tmp_path):
+    config = base_config(assets, tmp_path / "runs", mode="both")
+    config["buffer"]["total_steps"] = 30
+    config["trainer"]["total_steps"] = 2
+    config["buffer"]["trainer_input"]["experience_buffer"]["capacity"] = 16  # a full queue must not hang it
+    assert main(["run", "--config", write_config(tmp_path, config)]) == 0
+    records = read_metrics(tmp_path / "runs" / "e2e" / "run")
+    explorer_steps = [r for r in records if r["role"] == "explorer" and "rollout/reward_mean" in r]
+    trainer_steps = [r for r in records if r["role"] == "trainer" and "actor/pg_loss" in r]
+    assert len(trainer_steps) == 2
+    assert len(explorer_steps) < 30

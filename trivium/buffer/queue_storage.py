@@ -66,6 +66,8 @@ class ExperienceQueue:
         self._writers_registered = 0
         self._writers_active = 0
         self.dropped = 0
+        # Set when the consumer is gone: a full queue then stops holding writers back.
+        self._consumer_closed = False
         self._evicted_unread: list[str] = []
         if mirror is not None:
             restored = mirror.restore()
@@ -118,7 +120,11 @@ class ExperienceQueue:
 
     def _put_fifo(self, chunk: list[Experience]) -> None:
         with self._condition:
-            while self.capacity is not None and len(self._fifo) + len(chunk) > self.capacity:
+            while (
+                self.capacity is not None
+                and len(self._fifo) + len(chunk) > self.capacity
+                and not self._consumer_closed
+            ):
                 self._condition.wait()
             self._fifo.extend(chunk)
             self._condition.notify_all()
@@ -156,6 +162,12 @@ class ExperienceQueue:
         self.dropped += excess
 
     # ---- consumers -------------------------------------------------------------------
+    def close_consumer(self) -> None:
+        """No one will read again; writers blocked on a full queue are let through."""
+        with self._condition:
+            self._consumer_closed = True
+            self._condition.notify_all()
+
     def get(self, batch_size: int, timeout: float) -> list[Experience]:
         deadline = time.monotonic() + timeout
         with self._condition:
@@ -257,3 +269,6 @@ class QueueReader(BufferReader):
     def read(self, batch_size: int, timeout: float | None = None) -> list[Experience]:
         check_batch_size(batch_size)
         return self.queue.get(batch_size, self.max_read_timeout if timeout is None else timeout)
+
+    def close(self) -> None:
+        self.queue.close_consumer()

@@ -161,6 +161,8 @@ def run_both(session: RunSession, progress: Any = None) -> None:
         finally:
             session.publish_weights(copy=True)
             sync.trainer_finished()
+            stop.set()  # nothing will consume further rollouts
+            reader.close()
 
     threads = [
         threading.Thread(target=explorer_loop, name="explorer", daemon=True),

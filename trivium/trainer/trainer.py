@@ -120,9 +120,10 @@ class Trainer:
                 "time/throughput_train_tokens_per_s": tokens / elapsed if elapsed > 0 else 0.0,
                 "trainer/batch_size": float(batch.batch_size),
                 "response_length/mean": float(batch.response_mask.sum(dim=1).mean()),
-                "reward/mean": float(batch.rewards.mean()),
             }
         )
+        if self.learns_from_rollouts:
+            metrics["reward/mean"] = float(batch.rewards.mean())
         return metrics
 
     def plan(self, batch: ExperienceBatch) -> list[list[int]]:

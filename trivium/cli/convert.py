@@ -20,7 +20,7 @@ YAML_HEADER = (
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("convert", help="Convert veRL commands to configs; export checkpoints.")
+    parser = subparsers.add_parser("convert", help="convert veRL commands to configs; export checkpoints")
     kinds = parser.add_subparsers(dest="convert_kind", metavar="KIND", required=True)
 
     verl = kinds.add_parser(

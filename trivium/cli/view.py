@@ -10,7 +10,7 @@ from trivium.errors import UserError
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "view",
-        help="Show experiences stored in a buffer database.",
+        help="show experiences stored in a buffer database",
         description="List experiences of a SQL buffer (or a queue's SQLite mirror) as a table.",
     )
     parser.add_argument("--db", required=True, help="SQLAlchemy URL or SQLite file of the buffer.")

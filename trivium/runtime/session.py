@@ -36,7 +36,6 @@ class RunSession:
         self.explorer_log = setup_component_logger(self.run_dir, config.explorer.name or "explorer", level, by_node)
         self.trainer_log = setup_component_logger(self.run_dir, config.trainer.name or "trainer", level, by_node)
         self.console = console
-        self.started = time.time()
         torch.manual_seed(config.seed)
 
         # A later stage's model_path already points at the previous stage's final weights.
@@ -45,7 +44,8 @@ class RunSession:
         self.trainer = self.explorer = None
         self.engines: list[Any] = []
         self.wrappers: list[Any] = []
-        self.writer = self.reader = None
+        self.writer = None
+        self.tokenizer = None
         self.trainer_monitor = self.explorer_monitor = None
         config_dict = OmegaConf.to_container(OmegaConf.structured(config), resolve=True)
         if with_trainer:

@@ -83,3 +83,18 @@ def test_a_mistake_that_fails_every_task_stops_the_run_with_its_message(assets, 
     err = capsys.readouterr().err
     assert "every task failed" in err and "system_promt" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_an_explore_run_started_again_continues_where_it_stopped(assets, tmp_path):
+    db = tmp_path / "experiences.db"
+    config = base_config(assets, tmp_path / "runs", mode="explore", continue_from_checkpoint=True)
+    config["buffer"]["trainer_input"]["experience_buffer"] = {"name": "explored", "storage_type": "sql", "path": str(db)}
+    config["buffer"]["total_steps"] = 2
+    assert main(["run", "--config", write_config(tmp_path, config)]) == 0
+    config["buffer"]["total_steps"] = 4
+    assert main(["run", "--config", write_config(tmp_path, config)]) == 0
+    session = sessionmaker(bind=create_engine(f"sqlite:///{db}"))()
+    task_ids = [row.to_experience().task_id for row in session.query(ExperienceModel).all()]
+    # 4 steps x 4 tasks, each task once: the second run did not repeat the first run's tasks.
+    assert len(set(task_ids)) == 16 and len(task_ids) == 16 * 4

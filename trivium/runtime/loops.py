@@ -46,6 +46,7 @@ def explore_once(session: RunSession, progress: Any) -> dict[str, float] | None:
     """One explorer step, logged; None when the tasksets are exhausted."""
     metrics = session.explorer.explore_step()
     if metrics is not None:
+        session.save_explorer_position()
         _log(session.explorer_monitor, metrics, session.explorer.state.step)
         if progress:
             progress.update_explore(session.explorer.state.step)

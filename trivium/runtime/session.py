@@ -114,6 +114,10 @@ class RunSession:
         self.explorer.logger = self.explorer_log
         if self.resume_step is not None:
             self._resume_explorer(self.resume_step)
+        elif self.config.continue_from_checkpoint and self.explorer_position_file.exists():
+            # Explore-only runs have no checkpoints; their position file says where they stopped.
+            self.explorer.load_state_dict(json.loads(self.explorer_position_file.read_text()))
+            self.explorer_log.info("resumed the explorer at step %d", self.explorer.state.step)
         self._start_runner_reports(config.explorer.runner_state_report_interval)
 
     def _start_runner_reports(self, interval: float) -> None:
@@ -130,6 +134,16 @@ class RunSession:
                 print(line, flush=True)
 
         threading.Thread(target=report, name="runner-state-report", daemon=True).start()
+
+    @property
+    def explorer_position_file(self) -> Path:
+        return self.run_dir / EXPLORER_STATE_FILE
+
+    def save_explorer_position(self) -> None:
+        """Where the explorer stands in its tasksets, written atomically after each step."""
+        tmp = self.explorer_position_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.explorer.state_dict()))
+        tmp.replace(self.explorer_position_file)
 
     def _resume_explorer(self, step: int) -> None:
         state_file = ckpt.step_dir(self.run_dir, step) / EXPLORER_STATE_FILE

@@ -11,6 +11,7 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = [
     ["engine_vs_generate.py", "--batch-sizes", "8", "32", "128", "--max-new-tokens", "64", "--repeats", "5", "--torch-threads", "1"],
     ["buffer_throughput.py"],
+    ["trainer_overhead.py"],
 ]
 
 

@@ -8,8 +8,9 @@ forward, gathers the response log-probabilities, applies the clipped-ratio loss 
 3, token-mean), backpropagates, clips the gradient norm and steps AdamW with the same settings
 (``foreach=True``). Its one extra is reading the loss as a float, as any training loop logs it.
 
-Repeats alternate between the two paths (and which goes first) so that other processes on the
-shared cores slow both alike; the table reports medians and the ratio trivium time / bare time.
+Every batch is run by both paths back to back (which one goes first alternates between
+repeats), so that other processes on the shared cores slow both alike; the table reports
+median steps/s and the median of the paired ratios trivium time / bare time.
 A second part splits trivium's step into pieces and times each one, to show where any
 overhead goes.
 
@@ -128,7 +129,7 @@ class BareLoop:
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), GRAD_CLIP)
         self.optimizer.step()
-        return float(loss)
+        return float(loss.detach())
 
 
 def make_trainer(model_path: str, batch_size: int, run_dir: str, pad_token_id: int) -> Trainer:
@@ -149,12 +150,18 @@ def make_trainer(model_path: str, batch_size: int, run_dir: str, pad_token_id: i
 
 
 # ---------------------------------------------------------------------------- timing
-def time_steps(step, batches) -> float:
-    """Seconds per step over all ``batches``."""
-    start = time.perf_counter()
+def time_paired(trivium_step, bare_step, batches, trivium_first: bool) -> tuple[list[float], list[float]]:
+    """Seconds of each path on each batch, the two run back to back on the same batch."""
+    trivium_times, bare_times = [], []
     for experiences in batches:
-        step(experiences)
-    return (time.perf_counter() - start) / len(batches)
+        order = [(trivium_step, trivium_times), (bare_step, bare_times)]
+        if not trivium_first:
+            order.reverse()
+        for step, times in order:
+            start = time.perf_counter()
+            step(experiences)
+            times.append(time.perf_counter() - start)
+    return trivium_times, bare_times
 
 
 def median_seconds(fn, repeats: int) -> float:
@@ -254,40 +261,63 @@ def run_preset(preset: str, args, workdir: Path) -> dict:
     model_path = str(build_tiny_model(workdir / preset, preset=preset, seed=0))
     config = AutoModelForCausalLM.from_pretrained(model_path).config
     pad_token_id = int(config.pad_token_id or 0)
-    trainer = make_trainer(model_path, args.batch, str(workdir / f"run_{preset}"), pad_token_id)
+    trivium = make_trainer(model_path, args.batch, str(workdir / f"run_{preset}"), pad_token_id)
     bare = BareLoop(model_path, pad_token_id)
     batches = make_batches(args.steps, args.batch, config.vocab_size, seed=1)
     n_params = sum(p.numel() for p in {id(p): p for p in bare.model.parameters()}.values())
 
     # Warm up allocator and kernels on both paths.
     for experiences in batches[:2]:
-        trainer.train_step(experiences)
+        trivium.train_step(experiences)
         bare.step(experiences)
 
-    trivium_times, bare_times = [], []
+    # Pairing per batch, not per repeat, keeps a burst of load from other jobs on one path only
+    # out of the ratio: each ratio compares two runs a fraction of a second apart.
+    trivium_rates, bare_rates, pair_ratios = [], [], []
     for repeat in range(args.repeats):
-        order = [("trivium", trainer.train_step), ("bare", bare.step)]
-        if repeat % 2:
-            order.reverse()
-        for name, step in order:
-            seconds = time_steps(step, batches)
-            (trivium_times if name == "trivium" else bare_times).append(seconds)
-        print(f"{preset} repeat {repeat}: trivium {1 / trivium_times[-1]:.2f} steps/s, "
-              f"bare {1 / bare_times[-1]:.2f} steps/s, ratio {trivium_times[-1] / bare_times[-1]:.3f}", flush=True)
+        trivium_times, bare_times = time_paired(trivium.train_step, bare.step, batches, trivium_first=repeat % 2 == 0)
+        trivium_rates.append(len(batches) / sum(trivium_times))
+        bare_rates.append(len(batches) / sum(bare_times))
+        pair_ratios += [t / b for t, b in zip(trivium_times, bare_times)]
+        print(f"{preset} repeat {repeat}: trivium {trivium_rates[-1]:.2f} steps/s, bare {bare_rates[-1]:.2f} steps/s, "
+              f"median paired ratio {statistics.median(pair_ratios[-len(batches):]):.3f}", flush=True)
 
-    ratios = [t / b for t, b in zip(trivium_times, bare_times)]
-    pieces = measure_pieces(trainer, batches[0], repeats=50)
-    profile = profile_trainer(trainer, batches[: min(len(batches), 5)])
+    pieces = measure_pieces(trivium, batches[0], repeats=50)
+    profile = profile_trainer(trivium, batches[: min(len(batches), 5)])
+    quartiles = statistics.quantiles(pair_ratios, n=4)
     return {
         "preset": preset,
         "params": n_params,
-        "trivium_s": statistics.median(trivium_times),
-        "bare_s": statistics.median(bare_times),
-        "ratio": statistics.median(ratios),
-        "ratio_range": (min(ratios), max(ratios)),
+        "trivium_s": 1 / statistics.median(trivium_rates),
+        "bare_s": 1 / statistics.median(bare_rates),
+        "ratio": statistics.median(pair_ratios),
+        "ratio_range": (quartiles[0], quartiles[2]),
+        "pairs": len(pair_ratios),
         "pieces": pieces,
         "profile": profile,
     }
+
+
+def overhead_summary(results: list[dict]) -> list[str]:
+    """Sentences that add up trivium's extra per-step Python work from the timed pieces."""
+    lines = []
+    for r in results:
+        p = r["pieces"]
+        batch_extra = p["ExperienceBatch.from_experiences"] - p["bare loop padding"]
+        metrics_extra = p["ppo loss with its 4 metrics"] - p["same loss, no metrics"]
+        metrics_extra += p["entropy estimate + step metrics (float reads)"]
+        rest = (p["plan + batch.select(rows) (index copy + trim)"] + p["loss_scale (two denominators)"]
+                + p["scheduler.step()"] + p["staleness control"])
+        total = batch_extra + metrics_extra + rest
+        measured = r["trivium_s"] - r["bare_s"]
+        lines.append(
+            f"- {r['preset']}: the pieces add up to {total * 1e3:.2f} ms of extra work per step "
+            f"({total / r['bare_s']:.1%} of the bare step): batch building {batch_extra * 1e3:.2f} ms more than "
+            f"the bare padding, loss metrics and float reads {metrics_extra * 1e3:.2f} ms, plan/select/trim, "
+            f"loss scale, scheduler and staleness together {rest * 1e3:.2f} ms. The difference of the median "
+            f"step times is {measured * 1e3:+.1f} ms ({r['trivium_s'] / r['bare_s'] - 1:+.1%})."
+        )
+    return lines
 
 
 def write_report(results: list[dict], args, path: Path) -> str:
@@ -298,13 +328,15 @@ def write_report(results: list[dict], args, path: Path) -> str:
          f"given, groups of {GROUP_SIZE}), ppo loss (clip 0.2, dual clip 3, token-mean), no KL, no critic, "
          f"one AdamW step per batch (lr {LR}, betas {BETAS}, weight decay {WEIGHT_DECAY}, foreach), "
          f"grad-norm clip {GRAD_CLIP}, whole batch as one micro-batch, float32. {args.steps} distinct batches "
-         f"per repeat, {args.repeats} repeats alternating the two paths."),
+         f"per repeat, {args.repeats} repeats. Each batch is run by both paths back to back (which goes first "
+         "alternates between repeats); steps/s are medians over repeats, the ratio is the median over all "
+         "paired steps, with its quartiles."),
         "",
         (f"Machine: {cpu_model()}, {os.cpu_count()} cores (shared with other jobs, load average "
          f"{load_average()} at the end), torch {torch.__version__}, {torch.get_num_threads()} torch threads, "
          f"Python {platform.python_version()}."),
         "",
-        "| preset | parameters | trivium steps/s | bare steps/s | ratio (trivium time / bare time) | ratio range |",
+        "| preset | parameters | trivium steps/s | bare steps/s | ratio (trivium time / bare time) | ratio quartiles |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
@@ -319,6 +351,7 @@ def write_report(results: list[dict], args, path: Path) -> str:
     lines.append("| whole bare step | " + " | ".join(f"{r['bare_s'] * 1e3:.1f}" for r in results) + " |")
     for key in results[0]["pieces"]:
         lines.append(f"| {key} | " + " | ".join(f"{r['pieces'][key] * 1e3:.2f}" for r in results) + " |")
+    lines += ["", *overhead_summary(results)]
     for r in results:
         lines += ["", f"cProfile of 5 trivium steps, {r['preset']} preset (ms per step; cProfile slows Python code):",
                   "", "| function | cumulative | own |", "| --- | ---: | ---: |"]

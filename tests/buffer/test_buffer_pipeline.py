@@ -7,7 +7,7 @@ from trivium.buffer.task_reader import TaskReader
 from trivium.config.schema import OperatorConfig
 from trivium.errors import UserError
 
-from .conftest import experience, storage
+from .conftest import experience
 from .test_buffer_task_reader import taskset
 
 

@@ -6,15 +6,12 @@ import pytest
 import yaml
 
 from trivium.data.builder import build_task_data
-from trivium.models.tiny import build_tiny_model
 
 
 @pytest.fixture(scope="session")
-def assets(tmp_path_factory) -> dict:
-    root = tmp_path_factory.mktemp("assets")
-    model = build_tiny_model(root / "model", preset="tiny", seed=0)
-    data = build_task_data("arithmetic", root / "data", seed=0, num_train=400, num_test=16)
-    return {"model": str(model), "data": str(data)}
+def assets(tmp_path_factory, tiny_model_dir) -> dict:
+    data = build_task_data("arithmetic", tmp_path_factory.mktemp("assets") / "data", seed=0, num_train=400, num_test=16)
+    return {"model": tiny_model_dir, "data": str(data)}
 
 
 def base_config(assets: dict, run_root: Path, **overrides) -> dict:

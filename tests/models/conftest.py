@@ -14,8 +14,6 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-from trivium.models.tiny import build_tiny_model
-
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
@@ -74,7 +72,7 @@ def _sizes(tokenizer) -> dict:
 
 def save_random_model(out_dir: Path, family: str = "qwen2", seed: int = 0) -> Path:
     if family != "qwen2":
-        raise ValueError(f"only qwen2 is built here; use build_tiny_model for llama (got {family})")
+        raise ValueError(f"only qwen2 is built here; use the tiny_model_dir fixture for llama (got {family})")
     tokenizer = build_tokenizer()
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(Qwen2Config(**_sizes(tokenizer)))
@@ -91,10 +89,9 @@ def qwen2_path(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
-def llama_path(tmp_path_factory) -> str:
+def llama_path(tiny_model_dir) -> str:
     """The project's own tiny Llama (trained tokenizer, two end-of-sequence ids)."""
-    out_dir = tmp_path_factory.mktemp("tiny_llama") / "model"
-    return str(build_tiny_model(out_dir, preset="tiny", seed=0))
+    return tiny_model_dir
 
 
 @pytest.fixture(scope="session", params=["qwen2", "llama"])

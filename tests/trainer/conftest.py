@@ -1,13 +1,6 @@
-import pytest
 import torch
 
 from trivium.core.experience import Experience
-from trivium.models.tiny import build_tiny_model
-
-
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory):
-    return str(build_tiny_model(tmp_path_factory.mktemp("tiny_model"), preset="tiny", seed=0))
 
 
 def make_experiences(num_groups=2, group_size=4, prompt_len=5, seed=0, vocab=50):

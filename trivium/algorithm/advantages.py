@@ -20,7 +20,7 @@ from collections.abc import Callable
 import torch
 
 from trivium.algorithm.aggregation import masked_whiten
-from trivium.algorithm.grouping import group_logavgexp, group_stats
+from trivium.algorithm.grouping import GroupStats, group_logavgexp, group_stats
 from trivium.registry import Registry
 
 AdvantageFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
@@ -70,6 +70,25 @@ def _sequence_scores(token_level_rewards: torch.Tensor) -> torch.Tensor:
     return token_level_rewards.float().sum(dim=-1)
 
 
+def _group_scores(
+    estimator: str, token_level_rewards: torch.Tensor, response_mask: torch.Tensor, group_ids: torch.Tensor | None
+) -> tuple[torch.Tensor, GroupStats]:
+    """Each row's sequence score and its group's statistics, for the group-based estimators."""
+    _check_inputs(token_level_rewards, response_mask)
+    group_ids = _require(group_ids, "group_ids", estimator, "it compares samples of the same task")
+    scores = _sequence_scores(token_level_rewards)
+    return scores, group_stats(scores, group_ids)
+
+
+def _group_advantages(
+    per_sequence: torch.Tensor, stats: GroupStats, response_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A group of one sample has nothing to compare against: its advantage is 0."""
+    per_sequence = torch.where(stats.size > 1, per_sequence, torch.zeros_like(per_sequence))
+    advantages = _broadcast(per_sequence, response_mask)
+    return advantages, advantages.clone()
+
+
 def _broadcast(per_sequence: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
     # A_{i,t} = a_i * m_{i,t}
     return per_sequence.unsqueeze(-1) * response_mask.float()
@@ -93,19 +112,14 @@ def grpo_advantages(
     only the mean subtraction (the "Dr. GRPO" variant).
     Returns (advantages, returns), both (B, R) and equal.
     """
-    _check_inputs(token_level_rewards, response_mask)
-    group_ids = _require(group_ids, "group_ids", "grpo", "it compares samples of the same task")
-    scores = _sequence_scores(token_level_rewards)
-    stats = group_stats(scores, group_ids)
+    scores, stats = _group_scores("grpo", token_level_rewards, response_mask, group_ids)
     if std_normalize:
         # a_i = (s_i - mean_g) / (std_g + epsilon)
         per_sequence = (scores - stats.mean) / (stats.std + epsilon)
     else:
         # a_i = s_i - mean_g
         per_sequence = scores - stats.mean
-    per_sequence = torch.where(stats.size > 1, per_sequence, torch.zeros_like(per_sequence))
-    advantages = _broadcast(per_sequence, response_mask)
-    return advantages, advantages.clone()
+    return _group_advantages(per_sequence, stats, response_mask)
 
 
 @register_advantage_fn("rloo", needs_group=True)
@@ -122,15 +136,10 @@ def rloo_advantages(
     A group of one sample has no other samples, so its advantage is 0.
     Returns (advantages, returns), both (B, R) and equal.
     """
-    _check_inputs(token_level_rewards, response_mask)
-    group_ids = _require(group_ids, "group_ids", "rloo", "it compares samples of the same task")
-    scores = _sequence_scores(token_level_rewards)
-    stats = group_stats(scores, group_ids)
+    scores, stats = _group_scores("rloo", token_level_rewards, response_mask, group_ids)
     # a_i = s_i - (sum_g - s_i) / (n - 1)
     leave_one_out_mean = (stats.total - scores) / (stats.size - 1).clamp_min(1)
-    per_sequence = torch.where(stats.size > 1, scores - leave_one_out_mean, torch.zeros_like(scores))
-    advantages = _broadcast(per_sequence, response_mask)
-    return advantages, advantages.clone()
+    return _group_advantages(scores - leave_one_out_mean, stats, response_mask)
 
 
 @register_advantage_fn("opmd", needs_group=True)
@@ -152,10 +161,7 @@ def opmd_advantages(
     and to the group maximum as tau shrinks.
     A group of one sample gets advantage 0.
     """
-    _check_inputs(token_level_rewards, response_mask)
-    group_ids = _require(group_ids, "group_ids", "opmd", "it compares samples of the same task")
-    scores = _sequence_scores(token_level_rewards)
-    stats = group_stats(scores, group_ids)
+    scores, stats = _group_scores("opmd", token_level_rewards, response_mask, group_ids)
     if baseline == "mean":
         group_baseline = stats.mean
     elif baseline == "logavgexp":
@@ -165,9 +171,7 @@ def opmd_advantages(
     else:
         raise ValueError(f"opmd advantage: baseline must be 'mean' or 'logavgexp', got '{baseline}'")
     # a_i = s_i - b_g
-    per_sequence = torch.where(stats.size > 1, scores - group_baseline, torch.zeros_like(scores))
-    advantages = _broadcast(per_sequence, response_mask)
-    return advantages, advantages.clone()
+    return _group_advantages(scores - group_baseline, stats, response_mask)
 
 
 @register_advantage_fn("ppo", needs_critic=True)

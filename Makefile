@@ -4,6 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: demo test test-fast bench setup clean
 
@@ -29,7 +30,11 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest tests -q -m "not slow"
 
-bench: setup
+$(BENCH_STAMP): $(STAMP)
+	$(PIP) install -e ".[dev,bench]"
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(PY) benchmarks/run_all.py
 
 clean:

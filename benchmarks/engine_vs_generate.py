@@ -24,17 +24,9 @@ from trivium.models.engine import SamplingParams
 from trivium.models.engine.hf import HFEngine
 from trivium.models.tiny import build_tiny_model
 
+from machine import cpu_model  # noqa: E402  (benchmarks/ is on sys.path)
+
 RESULTS_FILE = Path(__file__).parent / "results" / "engine_vs_generate.md"
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def make_prompts(batch_size: int, vocab_size: int, seed: int) -> list[list[int]]:

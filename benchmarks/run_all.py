@@ -12,11 +12,13 @@ BENCHMARKS = [
     ["engine_vs_generate.py", "--batch-sizes", "8", "32", "128", "--max-new-tokens", "64", "--repeats", "5", "--torch-threads", "1"],
     ["buffer_throughput.py"],
     ["trainer_overhead.py"],
+    ["time_to_target/run.py"],
 ]
 
 
 def main() -> int:
     failed = []
+    began = time.perf_counter()
     for command in BENCHMARKS:
         start = time.perf_counter()
         print(f"== {' '.join(command)}", flush=True)
@@ -24,7 +26,7 @@ def main() -> int:
         print(f"== {command[0]}: exit {code} in {time.perf_counter() - start:.0f}s", flush=True)
         if code:
             failed.append(command[0])
-    print(f"results: {HERE / 'results'}")
+    print(f"results: {HERE / 'results'} (all benchmarks: {(time.perf_counter() - began) / 60:.1f} min)")
     return 1 if failed else 0
 
 

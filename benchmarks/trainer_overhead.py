@@ -47,6 +47,8 @@ from trivium.trainer.micro_batch import loss_scale  # noqa: E402
 from trivium.trainer.settings import LossSettings, TrainerSettings  # noqa: E402
 from trivium.trainer.trainer import Trainer  # noqa: E402
 
+from machine import cpu_model, load_average  # noqa: E402  (benchmarks/ is on sys.path)
+
 RESULTS_FILE = Path(__file__).parent / "results" / "trainer_overhead.md"
 GROUP_SIZE = 8
 LR, BETAS, WEIGHT_DECAY, GRAD_CLIP = 1e-6, (0.9, 0.999), 0.01, 1.0
@@ -240,23 +242,6 @@ def profile_trainer(trainer: Trainer, batches, top: int = 14) -> list[tuple[str,
 
 
 # ---------------------------------------------------------------------------- report
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def load_average() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
-
-
 def run_preset(preset: str, args, workdir: Path) -> dict:
     model_path = str(build_tiny_model(workdir / preset, preset=preset, seed=0))
     config = AutoModelForCausalLM.from_pretrained(model_path).config

@@ -64,13 +64,14 @@ def test_tasksets_get_their_derived_settings():
         ({"max_model_len": 512, "max_prompt_tokens": 100, "max_response_tokens": None}, (512, 100, 412)),
         ({"max_model_len": 512, "max_prompt_tokens": None, "max_response_tokens": 12}, (512, 500, 12)),
         ({"max_model_len": 512, "max_prompt_tokens": None, "max_response_tokens": None}, (512, None, None)),
+        ({"max_model_len": 10000, "max_prompt_tokens": None, "max_response_tokens": 100}, (10000, 9900, 100)),
     ],
 )
 def test_token_limits(model, expected):
     config = resolved({"model": model})
     assert (config.model.max_model_len, config.model.max_prompt_tokens, config.model.max_response_tokens) == expected
     assert config.explorer.rollout_model.max_model_len == expected[0]
-    assert config.trainer.max_token_len_per_gpu == 2 * expected[0]
+    assert config.trainer.max_token_len_per_gpu == max(16384, 2 * expected[0])
 
 
 @pytest.mark.parametrize(

@@ -44,3 +44,31 @@ def test_merged_requests_without_errors_take_one_call(engine):
     assert all(len(f.result(timeout=60)) == 2 for f in futures)
     assert batcher.calls == 2
     batcher.close()
+
+
+def test_park_ends_the_serving_thread_and_the_next_request_starts_another(engine):
+    batcher = RequestBatcher(engine)
+    params = SamplingParams(max_tokens=3)
+    assert len(batcher.submit([[5, 6]], [params]).result(timeout=60)) == 1
+    first = batcher._thread
+    assert first is not None and first.is_alive()
+    batcher.park()
+    assert not first.is_alive() and batcher._thread is None
+    assert len(batcher.submit([[7, 8]], [params]).result(timeout=60)) == 1
+    assert batcher._thread is not None and batcher._thread is not first
+    batcher.close()
+
+
+def test_a_request_queued_while_parking_is_still_served(engine):
+    batcher = RequestBatcher(engine)
+    params = SamplingParams(max_tokens=3)
+    batcher.submit([[5, 6]], [params]).result(timeout=60)
+    with engine._lock:  # the serving thread blocks on the engine with a request in hand
+        busy = batcher.submit([[5, 6]], [params])
+        time.sleep(0.2)
+        queued = batcher.submit([[9, 10]], [params])
+        batcher._parking = True  # what park() sets before it joins
+    assert len(busy.result(timeout=60)) == 1 and len(queued.result(timeout=60)) == 1
+    batcher.park()
+    assert batcher._thread is None
+    batcher.close()

@@ -12,7 +12,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from trivium.models.engine import fast_decoder
 from trivium.models.engine.base import SamplingParams
 from trivium.models.engine.fast_decoder import FastDecoder
-from trivium.models.engine.generation import left_pad, sample_rows
+from trivium.models.engine.generation import distinct_prompts, left_pad, prefill_rows, sample_rows
 from trivium.models.engine.sampling import BatchSampler
 
 VOCAB = 97
@@ -106,6 +106,29 @@ def test_dropping_rows_keeps_the_remaining_rows_exact():
     kept_logits = decoder.decode(tokens[keep] + 1, next_position[keep] + 1)
     sequences = [prompts[r] + [int(tokens[r]), int(tokens[r]) + 1] for r in keep.tolist()]
     assert torch.allclose(kept_logits, reference_next_logits(model, sequences), atol=1e-4)
+
+
+def test_rows_with_the_same_prompt_share_one_prefill_and_stay_exact():
+    model = tiny_llama()
+    base = prompts_with_repeated_lengths()
+    prompts = [base[0]] * 3 + [base[4]] * 2 + [base[3]]  # samples of three requests
+    first_rows, row_to_distinct = distinct_prompts(prompts)
+    assert first_rows.tolist() == [0, 3, 5] and row_to_distinct.tolist() == [0, 0, 0, 1, 1, 2]
+
+    decoder = FastDecoder(model)
+    calls = []
+    prefill = decoder.prefill
+    decoder.prefill = lambda ids, *args, **kwargs: calls.append(ids.shape[0]) or prefill(ids, *args, **kwargs)
+    input_ids, mask = left_pad(prompts, pad_token_id=0)
+    positions = (mask.long().cumsum(1) - 1).clamp(min=0)
+    first = prefill_rows(decoder, input_ids, mask, positions, prompts, capacity=input_ids.shape[1] + 2)
+    assert calls == [3]  # one prefill row per distinct prompt
+    assert torch.allclose(first, reference_next_logits(model, prompts), atol=1e-4)
+    # Each row then decodes its own continuation from its own copy of the cache.
+    tokens = torch.arange(len(prompts)) + 10
+    logits = decoder.decode(tokens, positions[:, -1] + 1)
+    sequences = [p + [int(t)] for p, t in zip(prompts, tokens)]
+    assert torch.allclose(logits, reference_next_logits(model, sequences), atol=1e-4)
 
 
 def test_decoding_past_the_allocated_capacity_is_an_error():

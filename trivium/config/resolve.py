@@ -24,6 +24,7 @@ from trivium.config.taskset_size import count_rows
 EXPERIENCE_BUFFER_NAME = "experience_buffer"
 EXPLORING_MODES = ("both", "explore", "bench", "colocate")
 TRAINING_MODES = ("both", "train", "colocate")
+DEFAULT_MICRO_BATCH_TOKENS = 16384
 
 
 def resolve(config: TriviumConfig) -> TriviumConfig:
@@ -284,7 +285,9 @@ def _fill_trainer(config: TriviumConfig, notes: list[Suggestion]) -> None:
             "note",
         ))
     if trainer.max_token_len_per_gpu is None and config.model.max_model_len:
-        trainer.max_token_len_per_gpu = 2 * config.model.max_model_len
+        # Large enough that a batch of short sequences is one micro-batch (many tiny
+        # micro-batches are several times slower), and always room for two full sequences.
+        trainer.max_token_len_per_gpu = max(DEFAULT_MICRO_BATCH_TOKENS, 2 * config.model.max_model_len)
     if trainer.total_steps is None:
         trainer.total_steps = trainer_total_steps(config)
 

@@ -340,7 +340,7 @@ class TrainerConfig:
     save_hf_checkpoint: str = opt("last", "Which checkpoints also get a Hugging Face export.", SAVE_HF_CHOICES)
     grad_clip: float = opt(1.0, "Gradient norm clip.")
     use_dynamic_bsz: bool = opt(True, "Pack micro-batches by token budget instead of a fixed count.")
-    max_token_len_per_gpu: Optional[int] = opt(None, "Token budget of a micro-batch; 2 * max_model_len when unset.")
+    max_token_len_per_gpu: Optional[int] = opt(None, "Token budget of a micro-batch; max(16384, 2 * max_model_len) when unset.")
     ppo_micro_batch_size_per_gpu: int = opt(1, "Experiences per micro-batch when use_dynamic_bsz is off.")
     ppo_epochs: int = opt(1, "Passes over each training batch.")
     ulysses_sequence_parallel_size: int = opt(1, "Sequence-parallel degree.")

@@ -133,6 +133,10 @@ class ModelWrapper:
                 self._history.clear()
         return experiences
 
+    def park(self) -> None:
+        """Release the engine's serving thread until the next request (between steps)."""
+        self._batcher.park()
+
     def close(self) -> None:
         self._batcher.close()
 

@@ -96,6 +96,7 @@ def trainer_settings(config: Any, model_path: str | None = None) -> TrainerSetti
         max_token_len_per_gpu=int(trainer.max_token_len_per_gpu or 16384),
         total_steps=trainer.total_steps,
         old_logprobs_source=str(_get(extra, "old_logprobs_source", default="auto")),
+        share_prompt_forward=bool(_get(extra, "share_prompt_forward", default=True)),
         gradient_checkpointing=bool(
             _get(extra, "actor_rollout_ref", "model", "enable_gradient_checkpointing", default=False)
         ),

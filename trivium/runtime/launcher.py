@@ -10,7 +10,7 @@ import logging
 import math
 from typing import Any
 
-from trivium.runtime import loops
+from trivium.runtime import loops, stopping
 from trivium.runtime.session import RunSession
 
 LOOPS = {
@@ -51,13 +51,16 @@ def launch(config: Any, console: Any = None) -> int:
         console=console,
     )
     try:
-        with progress:
-            LOOPS[mode](session, progress)
-        finish(session)
+        with stopping.stop_on_signals():
+            with progress:
+                LOOPS[mode](session, progress)
+            finish(session)
     finally:
         session.close()
     report(session, console)
-    return 0
+    if stopping.stop_requested():
+        logger.warning("the run stopped early (%s); it resumes with continue_from_checkpoint: true", stopping.stop_reason())
+    return stopping.exit_code()
 
 
 def finish(session: RunSession) -> None:

@@ -13,8 +13,12 @@ import threading
 import traceback
 from typing import Any
 
+import torch
+
 from trivium.buffer.base import BufferExhausted
+from trivium.runtime.cpu_share import restored_torch_threads, split_cores
 from trivium.runtime.session import RunSession, load_actor_weights
+from trivium.runtime.stopping import stop_requested
 from trivium.sync.synchronizer import WeightUpdate
 from trivium.trainer import checkpoint as ckpt
 
@@ -31,6 +35,7 @@ def _should_eval(session: RunSession, step: int) -> bool:
 
 def evaluate(session: RunSession, step: int) -> dict[str, float]:
     metrics = session.explorer.evaluate()
+    session.park_models()
     _log(session.explorer_monitor, metrics, step)
     session.eval_history.append((step, metrics))
     return metrics
@@ -45,6 +50,7 @@ def startup_eval(session: RunSession) -> None:
 def explore_once(session: RunSession, progress: Any) -> dict[str, float] | None:
     """One explorer step, logged; None when the tasksets are exhausted."""
     metrics = session.explorer.explore_step()
+    session.park_models()
     if metrics is not None:
         session.save_explorer_position()
         _log(session.explorer_monitor, metrics, session.explorer.state.step)
@@ -63,7 +69,7 @@ def train_available(session: RunSession, reader: Any, pending: int, progress: An
     """Colocate: train on every full batch the explorer has written; returns what is left."""
     batch_size = session.config.buffer.train_batch_size
     total = session.config.trainer.total_steps
-    while pending >= batch_size and not (total and session.trainer.global_step >= total):
+    while pending >= batch_size and not (total and session.trainer.global_step >= total) and not stop_requested():
         experiences = reader.read(batch_size, timeout=5.0)
         pending -= sum(not e.info.get("is_expert") for e in experiences)
         session.remember_probes(experiences)
@@ -96,24 +102,35 @@ def run_colocate(session: RunSession, progress: Any = None) -> None:
                 _log(session.explorer_monitor, sync_metrics, explorer.state.step)
         eval_if_due(session)
         total = session.config.trainer.total_steps
-        if total and session.trainer.global_step >= total:
+        if (total and session.trainer.global_step >= total) or stop_requested():
             break
     if pending:
         session.trainer_log.info("%d experiences left over (less than one training batch)", pending)
 
 
 def run_both(session: RunSession, progress: Any = None) -> None:
+    with restored_torch_threads():
+        _run_both(session, progress)
+
+
+def _run_both(session: RunSession, progress: Any = None) -> None:
     explorer, sync, trainer = session.explorer, session.synchronizer, session.trainer
     reader = session.make_train_reader()
     batch_size = session.config.buffer.train_batch_size
     total = session.config.trainer.total_steps
     errors: list[BaseException] = []
     stop = threading.Event()
+    trainer_threads = None
+    if trainer.device.type == "cpu":
+        trainer_threads, explorer_threads = split_cores()
+        for engine in session.engines:
+            if hasattr(engine, "compute_threads"):
+                engine.compute_threads = explorer_threads
 
     def explorer_loop() -> None:
         try:
             startup_eval(session)
-            while not stop.is_set():
+            while not stop.is_set() and not stop_requested():
                 next_step = explorer.state.step + 1
                 update = None
                 if sync.sync_style == "trainer_driven":
@@ -136,8 +153,10 @@ def run_both(session: RunSession, progress: Any = None) -> None:
             session.writer.finish()
 
     def trainer_loop() -> None:
+        if trainer_threads:
+            torch.set_num_threads(trainer_threads)
         try:
-            while not stop.is_set() and not (total and trainer.global_step >= total):
+            while not stop.is_set() and not stop_requested() and not (total and trainer.global_step >= total):
                 try:
                     experiences = reader.read(batch_size)
                 except BufferExhausted:
@@ -191,7 +210,7 @@ def run_train(session: RunSession, progress: Any = None) -> None:
     total = config.trainer.total_steps
     epochs = config.buffer.total_epochs
     batch_size = config.buffer.train_batch_size
-    while not (total and trainer.global_step >= total):
+    while not (total and trainer.global_step >= total) and not stop_requested():
         # Dataset readers cycle; without total_steps, total_epochs ends the stage.
         if not total and getattr(reader, "epoch", 0) >= epochs:
             break
@@ -213,7 +232,7 @@ def run_explore(session: RunSession, progress: Any = None) -> None:
     """Explore alone; between steps, load a newer checkpoint if a trainer wrote one."""
     explorer = session.explorer
     startup_eval(session)
-    while True:
+    while not stop_requested():
         latest = ckpt.latest_checkpoint(session.run_dir)
         if latest is not None and latest > session.engines[0].version():
 

@@ -44,6 +44,7 @@ class RunSession:
         self.trainer = self.explorer = None
         self.engines: list[Any] = []
         self.wrappers: list[Any] = []
+        self.auxiliary_wrappers: list[Any] = []
         self.writer = None
         self.tokenizer = None
         self.trainer_monitor = self.explorer_monitor = None
@@ -100,8 +101,8 @@ class RunSession:
         config = self.config
         self.engines = builders.build_engines(config, self.model_path)
         self.wrappers = builders.build_wrappers(config, self.engines)
-        auxiliary = builders.build_auxiliary_wrappers(config)
-        pool = builders.build_runner_pool(config, self.wrappers, auxiliary, self.run_dir)
+        self.auxiliary_wrappers = builders.build_auxiliary_wrappers(config)
+        pool = builders.build_runner_pool(config, self.wrappers, self.auxiliary_wrappers, self.run_dir)
         self.writer = create_writer(config.buffer.trainer_input.experience_buffer)
         self.explorer = builders.build_explorer(
             config,
@@ -240,6 +241,11 @@ class RunSession:
         return bool(interval) and self.trainer.global_step % interval == 0
 
     # ------------------------------------------------------------------ tear-down
+    def park_models(self) -> None:
+        """Between explorer steps: release the engines' serving threads (see RequestBatcher)."""
+        for wrapper in (*self.wrappers, *self.auxiliary_wrappers):
+            wrapper.park()
+
     def close(self) -> None:
         if getattr(self, "_stop_reports", None) is not None:
             self._stop_reports.set()
@@ -248,6 +254,8 @@ class RunSession:
                 monitor.close()
         if self.explorer is not None:
             self.explorer.runner_pool.shutdown()
+        for wrapper in (*self.wrappers, *self.auxiliary_wrappers):
+            wrapper.close()
         for engine in self.engines:
             close = getattr(engine, "close", None)
             if close:

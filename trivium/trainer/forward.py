@@ -1,4 +1,12 @@
-"""Forward passes that turn a padded batch into per-response-token quantities (B, R)."""
+"""Forward passes that turn a padded batch into per-response-token quantities (B, R).
+
+GRPO-style batches hold several samples of each prompt. For decoder families whose cache
+the model's own forward accepts (Llama, Qwen2, Qwen3, Mistral), rows with the same prompt
+share one prompt pass: each distinct prompt runs once, its key/value cache is copied to the
+rows that need it (differentiably, so gradients reach the prompt pass), and only response
+tokens run per row. The result equals the full forward (tested, values and gradients); with
+8 samples of 22-token prompts and 10-token responses it halves the tokens the model sees.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +16,16 @@ from trivium.algorithm.entropy import entropy_from_logits
 from trivium.algorithm.logprobs import logprobs_from_logits
 from trivium.core.batch import ExperienceBatch
 
+SHARED_PROMPT_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
+# Share the prompt pass only when it at least halves the prompt rows.
+MIN_ROWS_PER_PROMPT = 2
 
-def response_logits(model: torch.nn.Module, batch: ExperienceBatch) -> torch.Tensor:
+
+def response_logits(model: torch.nn.Module, batch: ExperienceBatch, share_prompts: bool = True) -> torch.Tensor:
     """Logits that predict each response token: (B, R, V)."""
+    groups = prompt_groups(model, batch) if share_prompts else None
+    if groups is not None:
+        return _shared_prompt_logits(model, batch, *groups)
     output = model(
         input_ids=batch.input_ids,
         attention_mask=batch.attention_mask.long(),
@@ -22,10 +37,51 @@ def response_logits(model: torch.nn.Module, batch: ExperienceBatch) -> torch.Ten
     return output.logits[:, P - 1 : P + R - 1, :]
 
 
+def prompt_groups(model: torch.nn.Module, batch: ExperienceBatch) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(first row of each distinct prompt, each row's prompt index), or None when not worth it."""
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if model_type not in SHARED_PROMPT_MODEL_TYPES or batch.response_length < 2:
+        return None
+    P = batch.prompt_length
+    # Padding is part of the key: equal prompts are equally left-padded in one batch.
+    prompts = batch.input_ids[:, :P] * batch.attention_mask[:, :P] - (~batch.attention_mask[:, :P].bool()).long()
+    distinct, row_to_distinct = torch.unique(prompts, dim=0, return_inverse=True)
+    if distinct.shape[0] * MIN_ROWS_PER_PROMPT > batch.batch_size:
+        return None
+    first_rows = torch.full((distinct.shape[0],), batch.batch_size, dtype=torch.long, device=row_to_distinct.device)
+    first_rows.scatter_reduce_(0, row_to_distinct, torch.arange(batch.batch_size, device=row_to_distinct.device), "amin")
+    return first_rows, row_to_distinct
+
+
+def _shared_prompt_logits(
+    model: torch.nn.Module, batch: ExperienceBatch, first_rows: torch.Tensor, row_to_distinct: torch.Tensor
+) -> torch.Tensor:
+    P, R = batch.prompt_length, batch.response_length
+    mask = batch.attention_mask.long()
+    prompt = model(
+        input_ids=batch.input_ids[first_rows, :P],
+        attention_mask=mask[first_rows, :P],
+        position_ids=batch.position_ids[first_rows, :P],
+        use_cache=True,
+        logits_to_keep=1,  # the last prompt position predicts the first response token
+    )
+    cache = prompt.past_key_values
+    cache.batch_select_indices(row_to_distinct)  # indexing: the copies stay in the autograd graph
+    # The other response tokens are predicted from the response positions before them.
+    rest = model(
+        input_ids=batch.input_ids[:, P : P + R - 1],
+        attention_mask=mask[:, : P + R - 1],
+        position_ids=batch.position_ids[:, P : P + R - 1],
+        past_key_values=cache,
+        use_cache=True,
+    )
+    return torch.cat([prompt.logits[row_to_distinct], rest.logits], dim=1)
+
+
 def response_logprobs(
-    model: torch.nn.Module, batch: ExperienceBatch, *, with_entropy: bool = False
+    model: torch.nn.Module, batch: ExperienceBatch, *, with_entropy: bool = False, share_prompts: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    logits = response_logits(model, batch).float()
+    logits = response_logits(model, batch, share_prompts).float()
     labels = batch.input_ids[:, batch.prompt_length :]
     logprobs = logprobs_from_logits(logits, labels)
     entropy = entropy_from_logits(logits) if with_entropy else None
@@ -33,11 +89,13 @@ def response_logprobs(
 
 
 @torch.no_grad()
-def whole_batch_logprobs(model: torch.nn.Module, batch: ExperienceBatch, plan: list[list[int]]) -> torch.Tensor:
+def whole_batch_logprobs(
+    model: torch.nn.Module, batch: ExperienceBatch, plan: list[list[int]], share_prompts: bool = True
+) -> torch.Tensor:
     """Response logprobs (B, R) for ``batch``, computed micro-batch by micro-batch without grad."""
     out = torch.zeros_like(batch.response_mask)
     for rows in plan:
         micro = batch.select(rows)
-        logprobs, _ = response_logprobs(model, micro)
+        logprobs, _ = response_logprobs(model, micro, share_prompts=share_prompts)
         out[rows, : micro.response_length] = logprobs
     return out

@@ -53,6 +53,8 @@ class TrainerSettings:
     # logprobs are then identical to a separate pass); "recompute": a no-grad pass before
     # updating; "engine": the rollout engine's logprobs (the true behaviour policy).
     old_logprobs_source: str = "auto"
+    # Rows with the same prompt share one prompt pass (see trainer/forward.py).
+    share_prompt_forward: bool = True
     gradient_checkpointing: bool = False
     staleness_limit: int | None = None
     staleness_mode: str = "drop"  # or "downweight"

@@ -101,7 +101,9 @@ class Trainer:
         plan = self.plan(batch)
         metrics: dict[str, float] = dict(stale_metrics)
 
-        ref_logprobs = whole_batch_logprobs(self.reference, batch, plan) if self.reference is not None else None
+        ref_logprobs = None
+        if self.reference is not None:
+            ref_logprobs = whole_batch_logprobs(self.reference, batch, plan, self.share_prompts)
         values = self.compute_values(batch, plan) if self.critic is not None else None
         metrics.update(self.compute_advantages(batch, experiences, values, ref_logprobs))
 
@@ -125,6 +127,11 @@ class Trainer:
         if self.learns_from_rollouts:
             metrics["reward/mean"] = float(batch.rewards.mean())
         return metrics
+
+    @property
+    def share_prompts(self) -> bool:
+        # Gradient checkpointing turns the model's cache off, which the shared pass needs.
+        return self.settings.share_prompt_forward and not self.settings.gradient_checkpointing
 
     def plan(self, batch: ExperienceBatch) -> list[list[int]]:
         s = self.settings
@@ -193,7 +200,7 @@ class Trainer:
         token_rewards[rows, (lengths - 1).clamp(min=0)] = batch.rewards
         if ref_logprobs is not None and loss.kl_penalty_fn != "none" and loss.kl_penalty_coef > 0:
             with torch.no_grad():
-                current = whole_batch_logprobs(self.actor, batch, self.plan(batch))
+                current = whole_batch_logprobs(self.actor, batch, self.plan(batch), self.share_prompts)
             kl = KL_FNS.get(loss.kl_penalty_fn)(current, ref_logprobs)
             token_rewards, kl_metrics = apply_kl_penalty(token_rewards, kl, batch.response_mask, loss.kl_penalty_coef)
             metrics.update(kl_metrics)
@@ -217,7 +224,7 @@ class Trainer:
             return batch.old_logprobs
         if source == "auto" and self.settings.ppo_epochs == 1:
             return None  # taken from the update's own forward pass, detached
-        return whole_batch_logprobs(self.actor, batch, plan)
+        return whole_batch_logprobs(self.actor, batch, plan, self.share_prompts)
 
     def update_policy(
         self,
@@ -239,7 +246,9 @@ class Trainer:
             for rows in plan:
                 micro = batch.select(rows)
                 R = micro.response_length
-                logprobs, entropy = response_logprobs(self.actor, micro, with_entropy=want_entropy)
+                logprobs, entropy = response_logprobs(
+                    self.actor, micro, with_entropy=want_entropy, share_prompts=self.share_prompts
+                )
                 old = logprobs.detach() if old_logprobs is None else old_logprobs[rows, :R]
                 extra: dict[str, Any] = {}
                 if ref_logprobs is not None:

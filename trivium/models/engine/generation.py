@@ -3,6 +3,9 @@
 Owns batching of rows (left padding, positions, capacity), per-step sampling, stop and
 length handling, and dropping finished rows. A decoder provides ``prefill``, ``decode`` and
 optionally ``keep_rows``; the loop knows nothing about weights or tokenizers.
+
+Rows with the same prompt (the ``n`` samples of a request) share one prefill: the decoder
+runs each distinct prompt once and ``keep_rows`` copies its cache to every row that needs it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,27 @@ def left_pad(prompts: Sequence[Sequence[int]], pad_token_id: int) -> tuple[torch
         input_ids[row, width - len(prompt) :] = torch.as_tensor(prompt, dtype=torch.long)
         mask[row, width - len(prompt) :] = True
     return input_ids, mask
+
+
+def distinct_prompts(prompts: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each distinct prompt the first row that has it, and for each row its prompt's index."""
+    first_rows: dict[tuple[int, ...], int] = {}
+    for row, prompt in enumerate(prompts):
+        first_rows.setdefault(tuple(prompt), row)
+    index = {prompt: i for i, prompt in enumerate(first_rows)}
+    row_to_distinct = [index[tuple(prompt)] for prompt in prompts]
+    return torch.tensor(list(first_rows.values()), dtype=torch.long), torch.tensor(row_to_distinct, dtype=torch.long)
+
+
+def prefill_rows(decoder, input_ids, mask, positions, prompts, capacity: int) -> torch.Tensor:
+    """Prefill every row; rows with equal prompts share one prefill when the decoder can copy rows."""
+    first_rows, row_to_distinct = distinct_prompts(prompts)
+    if decoder.keep_rows is None or len(first_rows) == len(prompts):
+        return decoder.prefill(input_ids, mask, positions, capacity=capacity)
+    # Same padded width as the full batch, so every row's cache columns match its positions.
+    logits = decoder.prefill(input_ids[first_rows], mask[first_rows], positions[first_rows], capacity=capacity)
+    decoder.keep_rows(row_to_distinct)
+    return logits[row_to_distinct]
 
 
 def sample_rows(
@@ -72,7 +96,7 @@ def sample_rows(
     check_stops = sampler.stop_ids.shape[1] > 0
     length_limits = {p.max_tokens for p in params}
 
-    logits = decoder.prefill(input_ids, mask, positions, capacity=input_ids.shape[1] + max_new)
+    logits = prefill_rows(decoder, input_ids, mask, positions, prompts, input_ids.shape[1] + max_new)
     for step in range(max_new):
         tokens, logprobs = sampler.sample(logits, step, seen, generator)
         if compacted:

@@ -61,6 +61,8 @@ class HFEngine(InferenceEngine):
         self.max_num_seqs = max_num_seqs
         self._version = version
         self._lock = threading.RLock()
+        # torch threads for the thread that calls generate (None: leave as is); see runtime/cpu_share.py.
+        self.compute_threads: int | None = None
         self._generator = torch.Generator(device="cpu").manual_seed(seed)
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
         self.pad_token_id = self._pad_token_id()
@@ -109,6 +111,8 @@ class HFEngine(InferenceEngine):
     def generate(
         self, prompts: list[list[int]], params: SamplingParams | Sequence[SamplingParams]
     ) -> list[list[GenerationOutput]]:
+        if self.compute_threads:
+            torch.set_num_threads(self.compute_threads)
         per_prompt = params_per_prompt(prompts, params)
         check_prompt_lengths(prompts, self.max_model_len)
         self._check_token_range(prompts)

@@ -1,0 +1,140 @@
+"""What every system in the time-to-target benchmark shares: the settings, the stopping rule,
+the held-out evaluation and the result record.
+
+Each run happens in its own process (``trl_run.py`` or ``trivium_run.py``), so that peak RSS
+and start-up cost belong to one system only. The parent (``run.py``) interleaves the runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+# Shared by every system: the same task, model, group size, batch, learning rate and
+# temperature, no KL term, one optimizer step per batch of 16 prompts x 8 samples.
+GROUP_SIZE = 8
+PROMPTS_PER_STEP = 16
+LEARNING_RATE = 3e-4  # 1e-4 plateaus near 0.5 for hundreds of steps; 1e-3 collapses
+TEMPERATURE = 1.0
+WEIGHT_DECAY = 0.01
+GRAD_CLIP = 1.0
+CLIP_EPSILON = 0.2
+MAX_RESPONSE_TOKENS = 10
+
+# The target: the mean training reward over the last WINDOW steps reaches TARGET_REWARD.
+# One step's mean (128 samples) is noisy; a 5-step window (640 samples) is not.
+TARGET_REWARD = 0.75
+WINDOW = 5
+
+
+@dataclass
+class StepRecord:
+    step: int
+    wall: float  # seconds since the process started
+    reward: float
+
+
+@dataclass
+class RunResult:
+    system: str
+    seed: int
+    steps: list[StepRecord] = field(default_factory=list)
+    seconds_to_target: float | None = None
+    step_reached: int | None = None
+    peak_rss_mb: float = 0.0
+    heldout_accuracy: float | None = None
+    stopped_by: str = ""
+
+    def median_step_seconds(self) -> float | None:
+        """Median wall time between consecutive steps, skipping the first (warm-up)."""
+        walls = [s.wall for s in self.steps]
+        gaps = [b - a for a, b in zip(walls[1:], walls[2:])]
+        return statistics.median(gaps) if gaps else None
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=1))
+
+    @staticmethod
+    def load(path: Path) -> RunResult:
+        data = json.loads(path.read_text())
+        data["steps"] = [StepRecord(**s) for s in data["steps"]]
+        return RunResult(**data)
+
+
+class TargetWatch:
+    """Records each step's mean reward; says when the windowed mean first reaches the target."""
+
+    def __init__(self, result: RunResult, process_start: float):
+        self.result = result
+        self.process_start = process_start
+
+    def record(self, step: int, reward: float) -> bool:
+        """Record one step; True once the target has been reached."""
+        wall = time.time() - self.process_start
+        self.result.steps.append(StepRecord(step, wall, float(reward)))
+        if self.result.seconds_to_target is None:
+            recent = [s.reward for s in self.result.steps[-WINDOW:]]
+            if len(recent) == WINDOW and statistics.fmean(recent) >= TARGET_REWARD:
+                self.result.seconds_to_target = wall
+                self.result.step_reached = step
+        return self.result.seconds_to_target is not None
+
+
+def run_arguments() -> argparse.ArgumentParser:
+    """The command line every single-run script takes."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", type=Path, required=True, help="the SFT checkpoint to start from")
+    parser.add_argument("--data", type=Path, required=True, help="folder with train.jsonl and test.jsonl")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-steps", type=int, default=400)
+    parser.add_argument("--lr", type=float, default=LEARNING_RATE)
+    parser.add_argument("--out", type=Path, required=True, help="where to write the RunResult (JSON)")
+    return parser
+
+
+def peak_rss_mb() -> float:
+    # ru_maxrss is in KiB on Linux.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def load_rows(data_dir: Path, split: str) -> list[dict]:
+    with open(data_dir / f"{split}.jsonl") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def prompt_messages(question: str) -> list[dict]:
+    # The SFT stage taught the format without a system prompt, so none is used anywhere.
+    return [{"role": "user", "content": question}]
+
+
+def heldout_accuracy(model_dir: Path, data_dir: Path) -> float:
+    """Greedy accuracy on the test split with plain ``model.generate``: neutral to both systems."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trivium.rewards.math_rewards import math_reward
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    rows = load_rows(data_dir, "test")
+    prompts = [
+        tokenizer.apply_chat_template(prompt_messages(row["question"]), tokenize=False, add_generation_prompt=True)
+        for row in rows
+    ]
+    batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    with torch.no_grad():
+        output = model.generate(
+            **batch, max_new_tokens=MAX_RESPONSE_TOKENS, do_sample=False, pad_token_id=tokenizer.pad_token_id
+        )
+    responses = tokenizer.batch_decode(output[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+    correct = [
+        math_reward(prompt=p, response=r, ground_truth=row["answer"])["accuracy"]
+        for p, r, row in zip(prompts, responses, rows)
+    ]
+    return statistics.fmean(correct)

@@ -1,0 +1,184 @@
+"""Time to a target training reward: trivium (colocate, both) against TRL's GRPOTrainer.
+
+Every system starts from the same SFT checkpoint of the tiny model and runs GRPO on two-digit
+addition with the settings in ``common.py`` (group 8, 16 prompts per step, same learning rate
+and temperature, no KL). Each run is its own process; the systems take turns within each
+seed, and the order rotates between seeds, so slow spells on the shared cores hit them alike.
+
+    python benchmarks/time_to_target/run.py [--seeds 0 1 2] [--max-steps 400] [--systems trl colocate both]
+
+Writes benchmarks/results/time_to_target.md (and the raw runs as JSON next to it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))  # benchmarks/, for machine.py
+
+import common  # noqa: E402
+from machine import describe  # noqa: E402
+
+RESULTS = HERE.parent / "results"
+SYSTEMS = {
+    "trl": ["trl_run.py"],
+    "colocate": ["trivium_run.py", "--mode", "colocate"],
+    "both": ["trivium_run.py", "--mode", "both"],
+}
+LABELS = {"trl": "TRL GRPOTrainer", "colocate": "trivium colocate", "both": "trivium both"}
+
+
+def trivium_cli(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "trivium.cli.main", *args], check=True, cwd=ROOT)
+
+
+def prepare_assets(work: Path) -> Path:
+    """The tiny model, the data and the SFT checkpoint; built once, reused after."""
+    work.mkdir(parents=True, exist_ok=True)
+    if not (work / "model" / "config.json").exists():
+        trivium_cli("init", "model", "--preset", "tiny", "--out", str(work / "model"))
+    if not (work / "data" / "train.jsonl").exists():
+        trivium_cli("init", "data", "--task", "arithmetic", "--out", str(work / "data"),
+                    "--num-train", "2000", "--num-test", "200")
+    sft = sorted((work / "time_to_target" / "sft").glob("global_step_*/actor"))
+    if not sft:
+        print("building the SFT checkpoint (once)", flush=True)
+        env = dict(os.environ, TTT_WORK_DIR=str(work))
+        subprocess.run([sys.executable, "-m", "trivium.cli.main", "run", "--config", str(HERE / "sft.yaml")],
+                       check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+        sft = sorted((work / "time_to_target" / "sft").glob("global_step_*/actor"))
+    return sft[-1]
+
+
+def run_one(system: str, seed: int, model: Path, data: Path, max_steps: int, raw_dir: Path) -> common.RunResult:
+    out = raw_dir / f"{system}_seed{seed}.json"
+    script, *extra = SYSTEMS[system]
+    command = [sys.executable, str(HERE / script), *extra, "--model", str(model), "--data", str(data),
+               "--seed", str(seed), "--max-steps", str(max_steps), "--out", str(out)]
+    start = time.time()
+    log = raw_dir / f"{system}_seed{seed}.log"
+    with open(log, "w") as handle:
+        code = subprocess.run(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, timeout=1800,
+                              env=dict(os.environ, TQDM_DISABLE="1")).returncode
+    if code != 0:
+        raise SystemExit(f"{LABELS[system]} seed {seed} failed (exit {code}); its output is in {log}")
+    result = common.RunResult.load(out)
+    reached = f"{result.seconds_to_target:.1f}s at step {result.step_reached}" if result.seconds_to_target else "not reached"
+    print(f"{LABELS[system]:>18} seed {seed}: target {reached}; held-out {result.heldout_accuracy:.1%}; "
+          f"{time.time() - start:.0f}s total", flush=True)
+    return result
+
+
+def median(values: list[float | None]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def fmt(value: float | None, pattern: str = "{:.1f}") -> str:
+    return "n/a" if value is None else pattern.format(value)
+
+
+def report(results: dict[str, list[common.RunResult]], seeds: list[int], max_steps: int) -> str:
+    systems = list(results)
+    base = "trl" if "trl" in results else None
+    by_seed = {s: {r.seed: r for r in results[s]} for s in systems}
+    lines = [
+        "# Time to target: trivium vs TRL's GRPOTrainer",
+        "",
+        f"Tiny Llama model (0.78M parameters) after the same SFT warm-up; GRPO on two-digit addition; group "
+        f"{common.GROUP_SIZE}, {common.PROMPTS_PER_STEP} prompts per step (one optimizer step per "
+        f"{common.GROUP_SIZE * common.PROMPTS_PER_STEP} samples), learning rate {common.LEARNING_RATE:g}, "
+        f"temperature {common.TEMPERATURE}, at most {common.MAX_RESPONSE_TOKENS} response tokens, clip "
+        f"{common.CLIP_EPSILON}, no KL, token-mean loss, AdamW (weight decay {common.WEIGHT_DECAY}), grad clip "
+        f"{common.GRAD_CLIP}. Target: the mean training reward over {common.WINDOW} consecutive steps reaches "
+        f"{common.TARGET_REWARD}; a run stops there, or after {max_steps} steps. Time counts from the start of "
+        "the process (imports and model loading included). Held-out accuracy: greedy decoding of the 200 test "
+        "questions with plain `model.generate`, the same code for every system. Seeds "
+        f"{', '.join(map(str, seeds))}, run interleaved; the tables give medians.",
+        "",
+        f"Machine: {describe(**package_versions())}.",
+        "",
+        "| system | time to target (s) | vs TRL | steps to target | step time (s) | held-out accuracy | peak RSS (MB) | reached |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for system in systems:
+        runs = results[system]
+        seconds = median([r.seconds_to_target for r in runs])
+        ratio = None
+        if base and system != base:
+            # The median over seeds of the paired ratio TRL time / this system's time.
+            pairs = [by_seed[base][s].seconds_to_target / by_seed[system][s].seconds_to_target
+                     for s in seeds if s in by_seed[base] and s in by_seed[system]
+                     and by_seed[base][s].seconds_to_target and by_seed[system][s].seconds_to_target]
+            ratio = median(pairs)
+        lines.append(
+            f"| {LABELS[system]} | {fmt(seconds)} | {fmt(ratio, '{:.2f}x faster') if ratio else '-'} | "
+            f"{fmt(median([r.step_reached for r in runs]), '{:.0f}')} | "
+            f"{fmt(median([r.median_step_seconds() for r in runs]), '{:.3f}')} | "
+            f"{fmt(median([r.heldout_accuracy for r in runs]), '{:.1%}')} | "
+            f"{fmt(median([r.peak_rss_mb for r in runs]), '{:.0f}')} | "
+            f"{sum(r.seconds_to_target is not None for r in runs)}/{len(runs)} |"
+        )
+    lines += ["", "Each run:", "", "| system | seed | time to target (s) | step | step time (s) | held-out accuracy | peak RSS (MB) |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for seed in seeds:
+        for system in systems:
+            r = by_seed[system].get(seed)
+            if r is not None:
+                lines.append(
+                    f"| {LABELS[system]} | {seed} | {fmt(r.seconds_to_target)} | {r.step_reached or '-'} | "
+                    f"{fmt(r.median_step_seconds(), '{:.3f}')} | {fmt(r.heldout_accuracy, '{:.1%}')} | "
+                    f"{r.peak_rss_mb:.0f} |"
+                )
+    return "\n".join(lines) + "\n"
+
+
+def package_versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    return {name: version(name) for name in ("torch", "transformers", "trl")}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
+    parser.add_argument("--max-steps", type=int, default=400)
+    parser.add_argument("--work-dir", type=Path, default=ROOT / "benchmarks" / ".work")
+    parser.add_argument("--output", type=Path, default=RESULTS / "time_to_target.md")
+    args = parser.parse_args()
+    try:
+        import trl  # noqa: F401
+    except ImportError:
+        if "trl" in args.systems:
+            print("TRL is not installed: pip install 'trivium[bench]' (or pass --systems colocate both)")
+            return 1
+
+    model = prepare_assets(args.work_dir)
+    data = args.work_dir / "data"
+    raw_dir = args.work_dir / "time_to_target_runs"
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    results: dict[str, list[common.RunResult]] = {s: [] for s in args.systems}
+    for index, seed in enumerate(args.seeds):
+        shift = index % len(args.systems)
+        for system in args.systems[shift:] + args.systems[:shift]:
+            results[system].append(run_one(system, seed, model, data, args.max_steps, raw_dir))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(report(results, args.seeds, args.max_steps))
+    raw = {s: [json.loads((raw_dir / f"{s}_seed{r.seed}.json").read_text()) for r in runs] for s, runs in results.items()}
+    args.output.with_suffix(".json").write_text(json.dumps(raw))
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""One trivium run (``colocate`` or ``both``) with the shared settings; writes a RunResult.
+
+A monitor plugin watches the rollout reward and calls ``request_stop`` once the target is
+reached; the run then ends as any stopped run does (final checkpoint, summary).
+
+    python benchmarks/time_to_target/trivium_run.py --mode colocate --model DIR --data DIR \
+        --seed S --out FILE.json
+"""
+
+from __future__ import annotations
+
+import time
+
+PROCESS_START = time.time()  # before the heavy imports: they are part of what a user waits for
+
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import common  # noqa: E402
+
+CONFIG = """
+project: time_to_target
+name: {mode}_seed{seed}
+mode: {mode}
+checkpoint_root_dir: {root}
+seed: {seed}
+model:
+  model_path: {model}
+  max_prompt_tokens: 32
+  max_response_tokens: {max_response_tokens}
+  max_model_len: 42
+  temperature: {temperature}
+cluster: {{node_num: 1, gpu_per_node: 0}}
+algorithm:
+  algorithm_type: grpo
+  repeat_times: {group_size}
+  kl_loss_fn: none
+  optimizer: {{lr: {lr}, weight_decay: {weight_decay}}}
+  policy_loss_fn_args: {{clip_range: {clip}}}
+buffer:
+  batch_size: {prompts}
+  total_steps: {max_steps}
+  explorer_input:
+    default_workflow_type: math
+    default_reward_fn_type: math_reward
+    taskset:
+      name: arithmetic_train
+      storage_type: file
+      path: {data}
+      split: train
+      format: {{prompt_key: question, response_key: answer, system_prompt: ""}}
+      task_selector: {{selector_type: shuffle}}
+  trainer_input:
+    experience_buffer: {{name: experience_buffer, storage_type: queue}}
+explorer:
+  runner_per_model: {runners}
+  eval_on_startup: false
+synchronizer:
+  sync_interval: 1
+  sync_offset: {sync_offset}
+trainer:
+  save_interval: 0
+  save_hf_checkpoint: last
+  grad_clip: {grad_clip}
+  ppo_micro_batch_size_per_gpu: 128
+  trainer_config: {{old_logprobs_source: {old_logprobs}}}
+monitor:
+  monitor_type: __main__:StopAtTarget
+"""
+
+RESULT: common.RunResult | None = None
+WATCH: common.TargetWatch | None = None
+
+
+class StopAtTarget:
+    """A monitor plugin: records each rollout reward and stops the run at the target."""
+
+    def __init__(self, *, role: str, **_: object):
+        self.role = role
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        from trivium.runtime.stopping import request_stop
+
+        if self.role != "explorer" or "rollout/reward_mean" not in metrics:
+            return
+        if WATCH.record(step, metrics["rollout/reward_mean"]) and not RESULT.stopped_by:
+            RESULT.stopped_by = "target"
+            request_stop("time-to-target reached")
+
+    def close(self) -> None:
+        pass
+
+
+def main() -> None:
+    parser = common.run_arguments()
+    parser.add_argument("--mode", choices=["colocate", "both"], required=True)
+    parser.add_argument("--keep-run-dir", type=Path, help="write the run here and keep it (default: a temp dir)")
+    args = parser.parse_args()
+
+    from trivium.config.prepare import prepare
+    from trivium.runtime.launcher import launch
+
+    global RESULT, WATCH
+    RESULT = result = common.RunResult(system=f"trivium-{args.mode}", seed=args.seed)
+    WATCH = common.TargetWatch(result, PROCESS_START)
+
+    with tempfile.TemporaryDirectory() as scratch:
+        root = str(args.keep_run_dir.resolve()) if args.keep_run_dir else scratch
+        config_path = Path(root) / "config.yaml"
+        config_path.write_text(
+            CONFIG.format(
+                mode=args.mode, seed=args.seed, root=root, model=args.model.resolve(), data=args.data.resolve(),
+                max_response_tokens=common.MAX_RESPONSE_TOKENS, temperature=common.TEMPERATURE,
+                group_size=common.GROUP_SIZE, lr=args.lr, weight_decay=common.WEIGHT_DECAY,
+                clip=common.CLIP_EPSILON, prompts=common.PROMPTS_PER_STEP, max_steps=args.max_steps,
+                grad_clip=common.GRAD_CLIP, runners=common.PROMPTS_PER_STEP,
+                # both: the explorer runs one step ahead of the trainer, so generation and
+                # training overlap; the engine's logprobs are then the behaviour policy's.
+                sync_offset=1 if args.mode == "both" else 0,
+                old_logprobs="engine" if args.mode == "both" else "auto",
+            )
+        )
+        (stage,) = prepare(config_path)
+        launch(stage.config)
+        result.peak_rss_mb = common.peak_rss_mb()
+        result.stopped_by = result.stopped_by or "max_steps"
+        final = max(Path(root).glob("time_to_target/*/global_step_*/actor"))
+        result.heldout_accuracy = common.heldout_accuracy(final, args.data)
+    result.save(args.out)
+
+
+if __name__ == "__main__":
+    main()

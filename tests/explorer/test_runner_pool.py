@@ -114,3 +114,39 @@ def test_runner_states_show_the_running_task():
     release.set()
     thread.join(5)
     assert pool.snapshot_states()[0] == {"status": "idle"}
+
+
+class AskAfterAWhile:
+    """Prepares its prompt for a while (staggered by task), then asks the model once."""
+
+    def __init__(self, task, model):
+        self.task, self.model = task, model
+
+    def run(self):
+        time.sleep(0.005 * int(self.task.task_id))
+        experiences = self.model.chat([{"role": "user", "content": "1 + 1"}], n=self.task.repeat_times)
+        for exp in experiences:
+            exp.reward = 1.0
+        return experiences
+
+
+def test_a_step_of_workflows_reaches_the_engine_as_one_call(tiny_model_dir):
+    from trivium.models.engine import create_engine
+    from trivium.models.engine.busy_clients import BusyClients
+    from trivium.models.wrapper import ModelWrapper
+
+    wrapper = ModelWrapper(create_engine("hf", model_path=tiny_model_dir, seed=0), max_response_tokens=3)
+    busy = BusyClients()
+    wrapper.share_busy_clients(busy)
+    wrapper._batcher.max_gather_seconds = 5.0  # a loaded machine may start the runner threads late
+    pool = RunnerPool(make_workflow=lambda task, runner: AskAfterAWhile(task, wrapper), num_runners=6, busy=busy)
+    tasks = [Task(raw={}, task_id=str(i), repeat_times=2) for i in range(6)]
+    results = pool.run(split_units(tasks, None))
+    assert [len(r.experiences) for r in results] == [2] * 6
+    assert wrapper._batcher.calls == 1
+    assert busy.count == 0  # every workflow finished
+    # Twelve tasks on six runners: the second six start as the first finish; still few calls.
+    results = pool.run(split_units([Task(raw={}, task_id=str(i % 6), repeat_times=2) for i in range(12)], None))
+    assert all(r.ok for r in results) and wrapper._batcher.calls <= 1 + 3
+    wrapper.close()
+    pool.shutdown()

@@ -1,5 +1,6 @@
 """RequestBatcher: concurrent requests share engine calls; one bad request fails alone."""
 
+import threading
 import time
 
 import pytest
@@ -7,6 +8,7 @@ import pytest
 from trivium.errors import UserError
 from trivium.models.engine import SamplingParams, create_engine
 from trivium.models.engine.batcher import RequestBatcher
+from trivium.models.engine.busy_clients import BusyClients
 
 
 @pytest.fixture(scope="module")
@@ -71,4 +73,53 @@ def test_a_request_queued_while_parking_is_still_served(engine):
     assert len(busy.result(timeout=60)) == 1 and len(queued.result(timeout=60)) == 1
     batcher.park()
     assert batcher._thread is None
+    batcher.close()
+
+
+def _staggered_callers(batcher, busy, count, params):
+    """``count`` callers that prepare their request for a while (staggered), then wait on it."""
+    results = [None] * count
+
+    def caller(i):
+        time.sleep(0.02 * i)
+        future = batcher.submit([[5 + i, 6]], [params])
+        if busy is None:
+            results[i] = future.result(timeout=60)
+        else:
+            with busy.waiting():
+                results[i] = future.result(timeout=60)
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def test_an_idle_engine_waits_for_busy_callers_so_their_requests_share_one_call(engine):
+    params = SamplingParams(max_tokens=3)
+    busy = BusyClients()
+    busy.set_running(4)
+    gathered = RequestBatcher(engine, busy=busy, max_gather_seconds=5.0)
+    assert all(len(r) == 1 for r in _staggered_callers(gathered, busy, 4, params))
+    assert gathered.calls == 1
+    gathered.close()
+    # Without the gauge the first request goes out alone.
+    eager = RequestBatcher(engine)
+    _staggered_callers(eager, None, 4, params)
+    assert eager.calls > 1
+    eager.close()
+
+
+def test_a_caller_that_never_asks_delays_the_others_only_by_the_gather_limit(engine):
+    busy = BusyClients()
+    busy.set_running(2)  # one caller will never submit
+    batcher = RequestBatcher(engine, busy=busy, max_gather_seconds=0.2)
+    start = time.perf_counter()
+    future = batcher.submit([[5, 6]], [SamplingParams(max_tokens=2)])
+    with busy.waiting():
+        assert len(future.result(timeout=60)) == 1
+    elapsed = time.perf_counter() - start
+    assert 0.2 <= elapsed < 30
     batcher.close()

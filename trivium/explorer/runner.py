@@ -23,6 +23,7 @@ from collections.abc import Callable
 from trivium.core.experience import Experience
 from trivium.core.task import Task
 from trivium.errors import UserError
+from trivium.models.engine.busy_clients import BusyClients
 
 
 class WorkflowTimeout(Exception):
@@ -120,6 +121,7 @@ class RunnerPool:
         max_retry_times: int = 2,
         runner_loggers: list[logging.Logger] | None = None,
         logger: logging.Logger | None = None,
+        busy: BusyClients | None = None,
     ):
         self.make_workflow = make_workflow
         self.num_runners = max(1, num_runners)
@@ -132,10 +134,22 @@ class RunnerPool:
         self.runner_states: dict[int, dict[str, Any]] = {i: {"status": "idle"} for i in range(self.num_runners)}
         self._free_runners: list[int] = list(range(self.num_runners))
         self._lock = threading.Lock()
+        # Tells the model batchers how many workflows are running (see BusyClients).
+        self.busy = busy
+        self._unfinished = 0
 
     def run(self, units: list[RunUnit]) -> list[UnitResult]:
+        # Counted before any starts, so the first request does not go out alone.
+        self._count_unfinished(len(units))
         futures: list[Future] = [self.executor.submit(self._run_unit, unit) for unit in units]
         return [future.result() for future in futures]
+
+    def _count_unfinished(self, delta: int) -> None:
+        with self._lock:
+            self._unfinished += delta
+            running = min(self._unfinished, self.num_runners)
+        if self.busy is not None:
+            self.busy.set_running(running)
 
     def snapshot_states(self) -> dict[int, dict[str, Any]]:
         """Each runner's status, with how long its current task has run."""
@@ -205,6 +219,7 @@ class RunnerPool:
         finally:
             result.seconds = time.perf_counter() - start
             self._release_runner(runner_id)
+            self._count_unfinished(-1)
         return result
 
     def _attempt(self, unit: RunUnit, runner_id: int) -> list[Experience]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from concurrent.futures import Future
 from typing import Any
 
 import torch
@@ -28,6 +29,7 @@ from trivium.models.chat import (
 )
 from trivium.models.engine.base import GenerationOutput, InferenceEngine, SamplingParams
 from trivium.models.engine.batcher import RequestBatcher
+from trivium.models.engine.busy_clients import BusyClients
 
 ROLLOUT_ARG_KEYS = (
     "temperature",
@@ -77,7 +79,8 @@ class ModelWrapper:
         self.default_rollout_args = self._checked_args(default_rollout_args or {})
         self.enable_history = enable_history
         self.enable_thinking = enable_thinking
-        self._batcher = RequestBatcher(engine)
+        self.clients = BusyClients()
+        self._batcher = RequestBatcher(engine, busy=self.clients)
         self._history: list[Experience] = []
         self._history_lock = threading.Lock()
 
@@ -86,6 +89,10 @@ class ModelWrapper:
     @property
     def tokenizer(self):
         return self.engine.tokenizer
+
+    def share_busy_clients(self, clients: BusyClients) -> None:
+        """Use the gauge the runner pool updates, so requests of one step are merged."""
+        self.clients = self._batcher.busy = clients
 
     @property
     def model_version(self) -> int:
@@ -96,27 +103,27 @@ class ModelWrapper:
     ) -> list[Experience]:
         """``n`` sampled replies to ``messages`` (rendered with the chat template)."""
         request = self._chat_request(messages, tools, n, rollout_args)
-        return self._finish([request], self._batcher.submit(*self._engine_inputs([request])).result())[0]
+        return self._finish([request], self._wait(self._batcher.submit(*self._engine_inputs([request]))))[0]
 
     def generate(self, prompts: list[str], n: int = 1, **rollout_args) -> list[list[Experience]]:
         """``n`` continuations of each raw-text prompt, all sampled in one engine call."""
         requests = [self._text_request(prompt, n, rollout_args) for prompt in prompts]
         if not requests:
             return []
-        return self._finish(requests, self._batcher.submit(*self._engine_inputs(requests)).result())
+        return self._finish(requests, self._wait(self._batcher.submit(*self._engine_inputs(requests))))
 
     async def chat_async(
         self, messages: list[dict], n: int = 1, *, tools: list[dict] | None = None, **rollout_args
     ) -> list[Experience]:
         request = self._chat_request(messages, tools, n, rollout_args)
-        outputs = await asyncio.wrap_future(self._batcher.submit(*self._engine_inputs([request])))
+        outputs = await self._wait_async(self._batcher.submit(*self._engine_inputs([request])))
         return self._finish([request], outputs)[0]
 
     async def generate_async(self, prompts: list[str], n: int = 1, **rollout_args) -> list[list[Experience]]:
         requests = [self._text_request(prompt, n, rollout_args) for prompt in prompts]
         if not requests:
             return []
-        outputs = await asyncio.wrap_future(self._batcher.submit(*self._engine_inputs(requests)))
+        outputs = await self._wait_async(self._batcher.submit(*self._engine_inputs(requests)))
         return self._finish(requests, outputs)
 
     def logprobs(self, tokens: list[int] | torch.Tensor, prompt_length: int) -> torch.Tensor:
@@ -188,6 +195,14 @@ class ModelWrapper:
 
     def _engine_inputs(self, requests: list[dict]) -> tuple[list[list[int]], list[SamplingParams]]:
         return [r["ids"] for r in requests], [r["params"] for r in requests]
+
+    def _wait(self, future: Future) -> list[list[GenerationOutput]]:
+        with self.clients.waiting():
+            return future.result()
+
+    async def _wait_async(self, future: Future) -> list[list[GenerationOutput]]:
+        with self.clients.waiting():
+            return await asyncio.wrap_future(future)
 
     def _finish(self, requests: list[dict], outputs: list[list[GenerationOutput]]) -> list[list[Experience]]:
         results = []

@@ -15,6 +15,7 @@ from typing import Any
 from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_critic, requires_groups
 from trivium.explorer.explorer import EvalSet, Explorer
 from trivium.explorer.runner import RunnerPool
+from trivium.models.engine.busy_clients import BusyClients
 from trivium.trainer.settings import LossSettings, TrainerSettings
 
 
@@ -207,6 +208,10 @@ def build_runner_pool(
         for i in range(num_runners)
     ]
 
+    busy = BusyClients()
+    for wrapper in [*wrappers, *auxiliary]:
+        wrapper.share_busy_clients(busy)
+
     def make_workflow(task, runner_id: int):
         workflow_class = WORKFLOWS.get(task.workflow)
         return workflow_class(
@@ -224,6 +229,7 @@ def build_runner_pool(
         max_retry_times=explorer.max_retry_times,
         runner_loggers=loggers,
         logger=logging.getLogger("trivium.explorer"),
+        busy=busy,
     )
 
 

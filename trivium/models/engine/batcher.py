@@ -4,7 +4,9 @@ Workflow runners call the model from many threads or coroutines, each with a han
 prompts. Sampling a batch of 64 costs little more per step than a batch of 8, so the
 batcher queues requests and, whenever the engine is free, sends everything waiting as ONE
 ``engine.generate`` call (each prompt keeps its own SamplingParams). A request that arrives
-while the engine is busy simply joins the next batch; nobody waits for a timer.
+while the engine is busy simply joins the next batch. Given a ``BusyClients`` gauge, the
+batcher also holds an idle engine back while some caller is still preparing its request,
+for at most ``max_gather_seconds``, so that one explorer step makes one call.
 
 Between explorer steps the serving thread is parked (it exits; the next request starts a
 new one). A thread that has run multi-threaded torch ops keeps its own OpenMP team alive, and
@@ -21,6 +23,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from trivium.models.engine.base import GenerationOutput, InferenceEngine, SamplingParams
+from trivium.models.engine.busy_clients import BusyClients
 
 logger = logging.getLogger(__name__)
 
@@ -39,9 +42,17 @@ class _Request:
 class RequestBatcher:
     """Thread-safe front door to an engine; one background thread talks to the engine."""
 
-    def __init__(self, engine: InferenceEngine, max_rows_per_call: int = 512):
+    def __init__(
+        self,
+        engine: InferenceEngine,
+        max_rows_per_call: int = 512,
+        busy: BusyClients | None = None,
+        max_gather_seconds: float = 0.05,
+    ):
         self.engine = engine
         self.max_rows_per_call = max_rows_per_call
+        self.busy = busy
+        self.max_gather_seconds = max_gather_seconds
         self._pending: deque[_Request] = deque()
         self._wakeup = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -90,7 +101,11 @@ class RequestBatcher:
                 # Under the lock, so a concurrent submit either is served or starts a new thread.
                 self._thread, self._parking = None, False
                 return None
-            batch, rows = [self._pending.popleft()], 0
+        if self.busy is not None:
+            # Only this thread takes from the queue, so it can only grow meanwhile.
+            self.busy.wait_until_idle(self.max_gather_seconds)
+        with self._wakeup:
+            batch = [self._pending.popleft()]
             rows = batch[0].rows
             while self._pending and rows + self._pending[0].rows <= self.max_rows_per_call:
                 rows += self._pending[0].rows

@@ -57,6 +57,18 @@ def test_tasksets_get_their_derived_settings():
     assert train.task_selector.seed == 42
 
 
+def test_datasets_read_by_the_trainer_shuffle_with_the_global_seed():
+    config = resolved({"seed": 7, "buffer": {"trainer_input": {
+        "experience_buffer": {"name": "sft", "storage_type": "file", "path": "/sft"},
+        "auxiliary_buffers": {"expert": {"storage_type": "file", "path": "/x"},
+                              "pinned": {"storage_type": "file", "path": "/y", "task_selector": {"seed": 3}}},
+    }}})
+    trainer_input = config.buffer.trainer_input
+    assert trainer_input.experience_buffer.task_selector.seed == 7
+    assert trainer_input.auxiliary_buffers["expert"].task_selector.seed == 7
+    assert trainer_input.auxiliary_buffers["pinned"].task_selector.seed == 3
+
+
 @pytest.mark.parametrize(
     "model, expected",
     [

@@ -145,6 +145,10 @@ def _fill_experience_buffer(config: TriviumConfig) -> None:
     buffer.name = buffer.name or EXPERIENCE_BUFFER_NAME
     for name, auxiliary in trainer_input.auxiliary_buffers.items():
         auxiliary.name = auxiliary.name or name
+    # Datasets read by the trainer (SFT/DPO files, expert data) shuffle with the global seed too.
+    for storage in [buffer, *trainer_input.auxiliary_buffers.values()]:
+        if storage.task_selector.seed is None:
+            storage.task_selector.seed = config.seed
 
 
 # ---------------------------------------------------------------- model and engines

@@ -28,5 +28,6 @@ def test_quickstart_grpo_stage_raises_reward_and_accuracy(tmp_path, monkeypatch)
     evals = [r["eval/arithmetic_test/accuracy"] for r in records if "eval/arithmetic_test/accuracy" in r]
     assert len(rewards) == 40 and len(evals) == 2
     first, last = sum(rewards[:8]) / 8, sum(rewards[-8:]) / 8
-    assert last > first + 0.05, f"reward did not rise: {first:.3f} -> {last:.3f}"
-    assert evals[-1] > evals[0] + 0.05, f"held-out accuracy did not rise: {evals}"
+    # The warm-up sometimes learns the task outright; then staying at the ceiling is the bar.
+    assert last > first + 0.05 or min(first, last) >= 0.95, f"reward did not rise: {first:.3f} -> {last:.3f}"
+    assert evals[-1] > evals[0] + 0.05 or evals[-1] >= 0.95, f"held-out accuracy did not rise: {evals}"

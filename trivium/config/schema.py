@@ -327,6 +327,11 @@ class SynchronizerConfig:
     sync_offset: int = opt(0, "Steps the explorer runs before the trainer starts.")
     sync_timeout: float = opt(1200, "Seconds a synchronization may take.")
     sync_style: str = opt("fixed", "Who decides when to synchronize.", SYNC_STYLES)
+    self_check_interval: int = opt(
+        10,
+        "Weight syncs between logprob self-checks (engine vs trainer on two fresh samples); the first "
+        "sync is always checked; 0 turns the check off.",
+    )
 
 
 @dataclass

@@ -86,6 +86,7 @@ def _ranges(config: TriviumConfig, problems: list[Problem]) -> None:
         _at_least(problems, key, value, 1)
     for key, value in [
         ("synchronizer.sync_offset", config.synchronizer.sync_offset), ("cluster.gpu_per_node", config.cluster.gpu_per_node),
+        ("synchronizer.self_check_interval", config.synchronizer.self_check_interval),
         ("explorer.max_retry_times", explorer.max_retry_times), ("trainer.save_interval", trainer.save_interval),
         ("model.min_response_tokens", model.min_response_tokens), ("model.temperature", model.temperature),
         ("algorithm.optimizer.weight_decay", optimizer.weight_decay),

@@ -57,6 +57,7 @@ class RunSession:
             self._build_explorer()
         self.synchronizer = self._build_synchronizer()
         self.probe_experiences: list[Any] = []
+        self.publications = 0  # weight publications so far; every self_check_interval-th is checked
         self.eval_history: list[tuple[int, dict[str, float]]] = []
 
     # ------------------------------------------------------------------ building
@@ -195,8 +196,12 @@ class RunSession:
 
     # ------------------------------------------------------------------ weights
     def publish_weights(self, *, copy: bool) -> None:
-        """Trainer side: hand the current weights to the synchronizer, with self-check scores."""
-        probes = self.probe_experiences[-2:] or None
+        """Trainer side: hand the current weights to the synchronizer, with self-check scores when due."""
+        interval = self.config.synchronizer.self_check_interval
+        due = bool(interval) and self.publications % interval == 0
+        self.publications += 1
+        # The check costs a forward pass on each side; a broken transport fails every sync alike.
+        probes = (self.probe_experiences[-2:] or None) if due else None
         scores = trainer_logprobs(self.trainer.actor, probes, self.trainer.pad_token_id) if probes else None
         self.synchronizer.publish(
             self.trainer.model_version, self.trainer.weights_for_sync(), copy=copy, probes=probes, probe_scores=scores

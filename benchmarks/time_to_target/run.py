@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,22 +42,65 @@ def trivium_cli(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "trivium.cli.main", *args], check=True, cwd=ROOT)
 
 
-def prepare_assets(work: Path) -> Path:
-    """The tiny model, the data and the SFT checkpoint; built once, reused after."""
+def prepare_assets(work: Path) -> tuple[Path, dict]:
+    """The tiny model, the data and the starting checkpoint; built once, reused after.
+
+    Returns the checkpoint every system starts from and how it was chosen.
+    """
     work.mkdir(parents=True, exist_ok=True)
     if not (work / "model" / "config.json").exists():
         trivium_cli("init", "model", "--preset", "tiny", "--out", str(work / "model"))
     if not (work / "data" / "train.jsonl").exists():
         trivium_cli("init", "data", "--task", "arithmetic", "--out", str(work / "data"),
                     "--num-train", "2000", "--num-test", "200")
-    sft = sorted((work / "time_to_target" / "sft").glob("global_step_*/actor"))
-    if not sft:
-        print("building the SFT checkpoint (once)", flush=True)
+    chosen = work / "time_to_target" / "start.json"
+    if chosen.exists():
+        start = json.loads(chosen.read_text())
+        return Path(start["checkpoint"]), start
+    sft_dir = work / "time_to_target" / "sft"
+    if not sorted(sft_dir.glob("global_step_*/actor")):
+        print("building the SFT checkpoints (once)", flush=True)
         env = dict(os.environ, TTT_WORK_DIR=str(work))
         subprocess.run([sys.executable, "-m", "trivium.cli.main", "run", "--config", str(HERE / "sft.yaml")],
                        check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
-        sft = sorted((work / "time_to_target" / "sft").glob("global_step_*/actor"))
-    return sft[-1]
+    start = choose_start_checkpoint(sft_dir, work / "data")
+    chosen.write_text(json.dumps(start))
+    return Path(start["checkpoint"]), start
+
+
+def choose_start_checkpoint(sft_dir: Path, data: Path, stride: int = 4) -> dict:
+    """The first SFT checkpoint whose sampled training reward reaches ``common.START_REWARD``.
+
+    Every ``stride``-th checkpoint is scored until one reaches it, then the ones just before
+    it, in order; the other checkpoints are deleted afterwards (about 9 MB each).
+    """
+    def step_of(path: Path) -> int:
+        return int(path.parent.name.rsplit("_", 1)[1])
+
+    rewards: dict[int, float] = {}
+
+    def reward_of(index: int) -> float:
+        if index not in rewards:
+            rewards[index] = common.sampled_reward(checkpoints[index], data)
+            print(f"SFT step {step_of(checkpoints[index])}: sampled reward {rewards[index]:.3f}", flush=True)
+        return rewards[index]
+
+    checkpoints = sorted(sft_dir.glob("global_step_*/actor"), key=step_of)
+    coarse = list(range(stride - 1, len(checkpoints), stride))
+    first = next((i for i in coarse if reward_of(i) >= common.START_REWARD), None)
+    if first is None:
+        raise SystemExit(f"no SFT checkpoint in {sft_dir} reaches a sampled reward of {common.START_REWARD}; "
+                         "train the SFT stage longer (benchmarks/time_to_target/sft.yaml)")
+    chosen = next(i for i in range(max(0, first - stride + 1), first + 1)
+                  if i == first or reward_of(i) >= common.START_REWARD)
+    checkpoint = checkpoints[chosen]
+    start = {"checkpoint": str(checkpoint), "sft_step": step_of(checkpoint),
+             "sampled_reward": rewards[chosen],
+             "heldout_accuracy": common.heldout_accuracy(checkpoint, data)}
+    for other in checkpoints:
+        if other != checkpoint:
+            shutil.rmtree(other.parent)
+    return start
 
 
 def run_one(system: str, seed: int, model: Path, data: Path, max_steps: int, raw_dir: Path) -> common.RunResult:
@@ -87,14 +131,17 @@ def fmt(value: float | None, pattern: str = "{:.1f}") -> str:
     return "n/a" if value is None else pattern.format(value)
 
 
-def report(results: dict[str, list[common.RunResult]], seeds: list[int], max_steps: int) -> str:
+def report(results: dict[str, list[common.RunResult]], seeds: list[int], max_steps: int, start: dict) -> str:
     systems = list(results)
     base = "trl" if "trl" in results else None
     by_seed = {s: {r.seed: r for r in results[s]} for s in systems}
     lines = [
         "# Time to target: trivium vs TRL's GRPOTrainer",
         "",
-        f"Tiny Llama model (0.78M parameters) after the same SFT warm-up; GRPO on two-digit addition; group "
+        f"Tiny Llama model (0.78M parameters); every system starts from the same SFT checkpoint, the first of "
+        f"the warm-up whose sampled reward on the training questions reaches {common.START_REWARD} (step "
+        f"{start['sft_step']}: sampled reward {start['sampled_reward']:.3f}, held-out greedy accuracy "
+        f"{start['heldout_accuracy']:.1%}). GRPO on two-digit addition; group "
         f"{common.GROUP_SIZE}, {common.PROMPTS_PER_STEP} prompts per step (one optimizer step per "
         f"{common.GROUP_SIZE * common.PROMPTS_PER_STEP} samples), learning rate {common.LEARNING_RATE:g}, "
         f"temperature {common.TEMPERATURE}, at most {common.MAX_RESPONSE_TOKENS} response tokens, clip "
@@ -163,7 +210,9 @@ def main() -> int:
             print("TRL is not installed: pip install 'trivium[bench]' (or pass --systems colocate both)")
             return 1
 
-    model = prepare_assets(args.work_dir)
+    model, start = prepare_assets(args.work_dir)
+    print(f"every system starts from SFT step {start['sft_step']} (sampled reward {start['sampled_reward']:.3f}, "
+          f"held-out greedy accuracy {start['heldout_accuracy']:.1%})", flush=True)
     data = args.work_dir / "data"
     raw_dir = args.work_dir / "time_to_target_runs"
     raw_dir.mkdir(parents=True, exist_ok=True)
@@ -173,7 +222,7 @@ def main() -> int:
         for system in args.systems[shift:] + args.systems[:shift]:
             results[system].append(run_one(system, seed, model, data, args.max_steps, raw_dir))
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(report(results, args.seeds, args.max_steps))
+    args.output.write_text(report(results, args.seeds, args.max_steps, start))
     raw = {s: [json.loads((raw_dir / f"{s}_seed{r.seed}.json").read_text()) for r in runs] for s, runs in results.items()}
     args.output.with_suffix(".json").write_text(json.dumps(raw))
     print(f"wrote {args.output}")

@@ -80,47 +80,58 @@ class ExperienceBatch:
 
     @classmethod
     def from_experiences(cls, experiences: list[Experience], pad_token_id: int = 0) -> ExperienceBatch:
+        """Pad and stack; each field is one concatenation and one scatter, not a copy per row."""
         if not experiences:
             raise ValueError("cannot build a batch from zero experiences")
         B = len(experiences)
-        P = max(e.prompt_length for e in experiences)
-        R = max(max(e.response_length for e in experiences), 1)
-        input_ids = torch.full((B, P + R), pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((B, P + R), dtype=torch.bool)
-        response_mask = torch.zeros((B, R), dtype=torch.float32)
-        old_logprobs = torch.zeros((B, R), dtype=torch.float32)
-        advantages = torch.zeros((B, R), dtype=torch.float32)
-        returns = torch.zeros((B, R), dtype=torch.float32)
-        rewards = torch.zeros(B, dtype=torch.float32)
-        versions = torch.zeros(B, dtype=torch.long)
-        expert_mask = torch.zeros(B, dtype=torch.bool)
-        for i, exp in enumerate(experiences):
-            p, r = exp.prompt_length, exp.response_length
-            input_ids[i, P - p : P] = exp.tokens[:p]
-            input_ids[i, P : P + r] = exp.tokens[p:]
-            attention_mask[i, P - p : P + r] = True
-            if not exp.prompt_truncated:
-                response_mask[i, :r] = exp.action_mask[:r].float()
-            if exp.logprobs is not None:
-                old_logprobs[i, :r] = exp.logprobs[:r]
-            if exp.advantages is not None:
-                advantages[i, :r] = exp.advantages[:r]
-            if exp.returns is not None:
-                returns[i, :r] = exp.returns[:r]
-            rewards[i] = float(exp.reward or 0.0)
-            versions[i] = exp.model_version
-            expert_mask[i] = bool(exp.info.get("is_expert", False))
+        prompt_lengths = torch.tensor([e.prompt_length for e in experiences], dtype=torch.long)
+        response_lengths = torch.tensor([e.response_length for e in experiences], dtype=torch.long)
+        P = int(prompt_lengths.max())
+        R = max(int(response_lengths.max()), 1)
+        rows = torch.arange(B)
+        # A row's tokens fill one run of columns, from P - p to P + r: left padding, then right.
+        token_index = _runs(rows * (P + R) + P - prompt_lengths, prompt_lengths + response_lengths)
+        input_ids = torch.full((B * (P + R),), pad_token_id, dtype=torch.long)
+        input_ids[token_index] = torch.cat([e.tokens for e in experiences]).long()
+        attention_mask = torch.zeros(B * (P + R), dtype=torch.bool)
+        attention_mask[token_index] = True
+        attention_mask = attention_mask.view(B, P + R)
+
+        def per_token(name: str, skip: list[bool] | None = None) -> torch.Tensor:
+            values = [None if skip and skip[i] else getattr(e, name) for i, e in enumerate(experiences)]
+            return _padded_responses(values, response_lengths, R)
+
+        response_mask = per_token("action_mask", skip=[e.prompt_truncated for e in experiences])
         position_ids = (attention_mask.long().cumsum(dim=1) - 1).clamp(min=0)
         return cls(
-            input_ids=input_ids,
+            input_ids=input_ids.view(B, P + R),
             attention_mask=attention_mask,
             position_ids=position_ids,
             response_mask=response_mask,
-            old_logprobs=old_logprobs,
-            rewards=rewards,
-            advantages=advantages,
-            returns=returns,
-            model_versions=versions,
+            old_logprobs=per_token("logprobs"),
+            rewards=torch.tensor([float(e.reward or 0.0) for e in experiences], dtype=torch.float32),
+            advantages=per_token("advantages"),
+            returns=per_token("returns"),
+            model_versions=torch.tensor([e.model_version for e in experiences], dtype=torch.long),
             prompt_length=P,
-            expert_mask=expert_mask,
+            expert_mask=torch.tensor([bool(e.info.get("is_expert", False)) for e in experiences], dtype=torch.bool),
         )
+
+
+def _runs(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Flat indices start_i, start_i + 1, ..., start_i + length_i - 1 for every i, in order."""
+    run_starts = torch.repeat_interleave(starts, lengths)
+    first_of_run = torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
+    return run_starts + torch.arange(int(lengths.sum())) - first_of_run
+
+
+def _padded_responses(values: list[torch.Tensor | None], lengths: torch.Tensor, width: int) -> torch.Tensor:
+    """(B, width) float32: row i holds values[i][:lengths[i]], zeros after it and for None rows."""
+    out = torch.zeros(len(values) * width, dtype=torch.float32)
+    present = torch.tensor([v is not None for v in values])
+    if not bool(present.any()):
+        return out.view(len(values), width)
+    kept = lengths * present
+    index = _runs(torch.arange(len(values)) * width, kept)
+    out[index] = torch.cat([v[:n] for v, n in zip(values, kept.tolist()) if v is not None]).float()
+    return out.view(len(values), width)

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Protocol
 
 from trivium.buffer.codec import experience_from_json
-from trivium.buffer.sql_store import SqlExperienceStore
 from trivium.core.experience import Experience
 from trivium.errors import UserError
 
@@ -36,6 +35,9 @@ class QueueMirror(Protocol):
 
 class SqlMirror:
     def __init__(self, path: str, buffer_name: str):
+        # Imported here: SQLAlchemy costs every run about half a second of start-up otherwise.
+        from trivium.buffer.sql_store import SqlExperienceStore
+
         self.store = SqlExperienceStore(path, buffer_name)
 
     def record_written(self, experiences: list[Experience]) -> None:

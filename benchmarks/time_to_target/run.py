@@ -56,7 +56,7 @@ def prepare_assets(work: Path) -> tuple[Path, dict]:
     chosen = work / "time_to_target" / "start.json"
     if chosen.exists():
         start = json.loads(chosen.read_text())
-        return Path(start["checkpoint"]), start
+        return work / start["checkpoint"], start
     sft_dir = work / "time_to_target" / "sft"
     if not sorted(sft_dir.glob("global_step_*/actor")):
         print("building the SFT checkpoints (once)", flush=True)
@@ -65,7 +65,7 @@ def prepare_assets(work: Path) -> tuple[Path, dict]:
                        check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     start = choose_start_checkpoint(sft_dir, work / "data")
     chosen.write_text(json.dumps(start))
-    return Path(start["checkpoint"]), start
+    return work / start["checkpoint"], start
 
 
 def choose_start_checkpoint(sft_dir: Path, data: Path, stride: int = 4) -> dict:
@@ -94,7 +94,7 @@ def choose_start_checkpoint(sft_dir: Path, data: Path, stride: int = 4) -> dict:
     chosen = next(i for i in range(max(0, first - stride + 1), first + 1)
                   if i == first or reward_of(i) >= common.START_REWARD)
     checkpoint = checkpoints[chosen]
-    start = {"checkpoint": str(checkpoint), "sft_step": step_of(checkpoint),
+    start = {"checkpoint": str(checkpoint.relative_to(sft_dir.parents[1])), "sft_step": step_of(checkpoint),
              "sampled_reward": rewards[chosen],
              "heldout_accuracy": common.heldout_accuracy(checkpoint, data)}
     for other in checkpoints:

@@ -58,7 +58,7 @@ def prepare_assets(work: Path) -> tuple[Path, dict]:
         start = json.loads(chosen.read_text())
         return work / start["checkpoint"], start
     sft_dir = work / "time_to_target" / "sft"
-    if not sorted(sft_dir.glob("global_step_*/actor")):
+    if not any(sft_dir.glob("global_step_*/actor")):
         print("building the SFT checkpoints (once)", flush=True)
         env = dict(os.environ, TTT_WORK_DIR=str(work))
         subprocess.run([sys.executable, "-m", "trivium.cli.main", "run", "--config", str(HERE / "sft.yaml")],
@@ -77,6 +77,7 @@ def choose_start_checkpoint(sft_dir: Path, data: Path, stride: int = 4) -> dict:
     def step_of(path: Path) -> int:
         return int(path.parent.name.rsplit("_", 1)[1])
 
+    checkpoints = sorted(sft_dir.glob("global_step_*/actor"), key=step_of)
     rewards: dict[int, float] = {}
 
     def reward_of(index: int) -> float:
@@ -85,7 +86,6 @@ def choose_start_checkpoint(sft_dir: Path, data: Path, stride: int = 4) -> dict:
             print(f"SFT step {step_of(checkpoints[index])}: sampled reward {rewards[index]:.3f}", flush=True)
         return rewards[index]
 
-    checkpoints = sorted(sft_dir.glob("global_step_*/actor"), key=step_of)
     coarse = list(range(stride - 1, len(checkpoints), stride))
     first = next((i for i in coarse if reward_of(i) >= common.START_REWARD), None)
     if first is None:

@@ -133,8 +133,7 @@ def _fill_taskset(config: TriviumConfig, taskset: StorageConfig, is_eval: bool, 
     if model.logprobs:
         base["logprobs"] = model.logprobs
     taskset.rollout_args = {**base, **taskset.rollout_args}
-    if taskset.task_selector.seed is None:
-        taskset.task_selector.seed = config.seed
+    _default_seed(config, taskset)
 
 
 def _fill_experience_buffer(config: TriviumConfig) -> None:
@@ -147,8 +146,12 @@ def _fill_experience_buffer(config: TriviumConfig) -> None:
         auxiliary.name = auxiliary.name or name
     # Datasets read by the trainer (SFT/DPO files, expert data) shuffle with the global seed too.
     for storage in [buffer, *trainer_input.auxiliary_buffers.values()]:
-        if storage.task_selector.seed is None:
-            storage.task_selector.seed = config.seed
+        _default_seed(config, storage)
+
+
+def _default_seed(config: TriviumConfig, storage: StorageConfig) -> None:
+    if storage.task_selector.seed is None:
+        storage.task_selector.seed = config.seed
 
 
 # ---------------------------------------------------------------- model and engines

@@ -97,21 +97,21 @@ class ExperienceBatch:
         attention_mask[token_index] = True
         attention_mask = attention_mask.view(B, P + R)
 
-        def per_token(name: str, skip: list[bool] | None = None) -> torch.Tensor:
-            values = [None if skip and skip[i] else getattr(e, name) for i, e in enumerate(experiences)]
+        def per_token(values: list[torch.Tensor | None]) -> torch.Tensor:
             return _padded_responses(values, response_lengths, R)
 
-        response_mask = per_token("action_mask", skip=[e.prompt_truncated for e in experiences])
+        # A truncated prompt's response is kept for metrics but not trained on.
+        response_mask = per_token([None if e.prompt_truncated else e.action_mask for e in experiences])
         position_ids = (attention_mask.long().cumsum(dim=1) - 1).clamp(min=0)
         return cls(
             input_ids=input_ids.view(B, P + R),
             attention_mask=attention_mask,
             position_ids=position_ids,
             response_mask=response_mask,
-            old_logprobs=per_token("logprobs"),
+            old_logprobs=per_token([e.logprobs for e in experiences]),
             rewards=torch.tensor([float(e.reward or 0.0) for e in experiences], dtype=torch.float32),
-            advantages=per_token("advantages"),
-            returns=per_token("returns"),
+            advantages=per_token([e.advantages for e in experiences]),
+            returns=per_token([e.returns for e in experiences]),
             model_versions=torch.tensor([e.model_version for e in experiences], dtype=torch.long),
             prompt_length=P,
             expert_mask=torch.tensor([bool(e.info.get("is_expert", False)) for e in experiences], dtype=torch.bool),

@@ -168,6 +168,7 @@ def experience_view(number: int, experience: Experience, tokenizer: Any | None) 
         "prompt_text": experience.prompt_text,
         "response_text": experience.response_text,
         "prompt_length": experience.prompt_length,
+        "prompt_truncated": experience.prompt_truncated,
         "response_length": experience.response_length,
         "trained_tokens": int(experience.action_mask.sum()) if experience.action_mask is not None else None,
         "info": experience.info,

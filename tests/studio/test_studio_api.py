@@ -244,3 +244,10 @@ def test_pages_render(client, root, studio_assets):
     assert client.get("/static/uPlot.iife.min.js").status_code == 200
     fields = client.get("/api/config/fields").json()
     assert fields["beginner_keys"][0] == "project" and json.dumps(fields)
+
+
+def test_the_studio_command_binds_this_machine_only_by_default():
+    from trivium.cli.main import build_parser
+
+    args = build_parser().parse_args(["studio"])
+    assert (args.host, args.port, args.runs) == ("127.0.0.1", 8080, "./checkpoints")

@@ -121,7 +121,7 @@ def test_a_run_started_from_the_studio_is_followed_live_and_its_rewarded_respons
     page.wait_for_selector('[name="model.model_path"]')
     fill_beginner_form(
         page, studio_assets, name="learn", model__max_response_tokens="8",
-        algorithm__optimizer__lr="1e-4", buffer__total_steps="6",
+        algorithm__optimizer__lr="1e-4", buffer__total_steps="4",
     )
     # Expert keys: a lenient reward (any number in the answer counts), so an untrained model earns some.
     page.click("#tab-expert")
@@ -143,17 +143,17 @@ def test_a_run_started_from_the_studio_is_followed_live_and_its_rewarded_respons
         timeout=120_000,
     )
     page.wait_for_selector(".status.finished", timeout=120_000)
-    page.wait_for_function("Number(document.querySelector('[data-chart=\"reward\"]').dataset.points) === 6")
+    page.wait_for_function("Number(document.querySelector('[data-chart=\"reward\"]').dataset.points) === 4")
     for chart in ("loss", "entropy", "staleness", "throughput", "timing"):
         assert page.locator(f'[data-chart="{chart}"]').count() == 1, chart
-    assert "steps done: explorer 6, trainer 6" in page.locator("#summary").inner_text()
+    assert "steps done: explorer 4, trainer 4" in page.locator("#summary").inner_text()
     assert "mode: colocate" in page.locator("#resolved").text_content()
     shoot(page, screenshots, "studio-run", full_page=True)
 
     page.goto(f"{studio.url}/runs")
     row = page.locator('[data-run-row="studio/learn"]')
     row.wait_for()
-    assert "finished" in row.inner_text() and "6 / 6" in row.inner_text()
+    assert "finished" in row.inner_text() and "4 / 4" in row.inner_text()
 
     page.goto(f"{studio.url}/experiences/studio/learn")
     page.wait_for_selector("article.experience")

@@ -42,6 +42,8 @@ studio.progressBar = function (label, step, total) {
     studio.el("span", {class: "count"}, total ? `${step} / ${total}` : `${step} steps`));
 };
 
+// Steps are whole numbers: ticks never fall between two of them.
+const STEP_INCREMENTS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000];
 const PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"];
 
 // Lines with their own steps -> uPlot's aligned columns [steps, values of line 1, ...] (null where absent).
@@ -82,7 +84,7 @@ studio.ChartBoard = class {
     const options = {
       width: width, height: 240,
       scales: {x: {time: false}},
-      axes: [{label: "step"}, {label: chart.y_label, size: 60}],
+      axes: [{label: "step", incrs: STEP_INCREMENTS}, {label: chart.y_label, size: 60}],
       series: [{label: "step"}, ...chart.lines.map((line, position) => ({
         label: line.label, stroke: PALETTE[position % PALETTE.length], width: 2, spanGaps: true,
         points: {show: line.values.length <= 40, size: 5},

@@ -113,7 +113,8 @@ def keep_screenshot(path: Path) -> None:
 
 
 def make_run_dir(root: Path, assets: dict, *, project: str, name: str, rewards: list[float],
-                 losses: list[float] | None = None, finished: bool = True) -> Path:
+                 losses: list[float] | None = None, evals: list[float] | None = None,
+                 finished: bool = True) -> Path:
     """A run directory as a run leaves it: a resolved config and metrics.jsonl written by trivium's own writers."""
     from trivium.config import load_config_from_dict, resolve
     from trivium.config.run_dir import write_resolved
@@ -131,6 +132,8 @@ def make_run_dir(root: Path, assets: dict, *, project: str, name: str, rewards: 
         explorer.log({"rollout/reward_mean": reward, "time/explore_step": 0.5}, step)
         if losses is not None:
             trainer.log({"actor/pg_loss": losses[step - 1]}, step)
+        if evals is not None:
+            explorer.log({"eval/test/accuracy": evals[step - 1]}, step)
     explorer.close()
     trainer.close()
     if finished:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -120,7 +121,7 @@ def test_a_post_from_another_origin_is_refused(client, root, studio_assets):
 
 def test_runs_have_status_mode_and_progress(client, root, studio_assets):
     make_run_dir(root, studio_assets, project="p", name="done", rewards=[0.0, 0.5, 1.0], losses=[1.0, 0.5, 0.25])
-    going = make_run_dir(root, studio_assets, project="p", name="going", rewards=[0.0, 0.5], finished=False)
+    make_run_dir(root, studio_assets, project="p", name="going", rewards=[0.0, 0.5], finished=False)
     broken = make_run_dir(root, studio_assets, project="p", name="broken", rewards=[0.0], finished=False)
     (broken / "log").mkdir()
     (broken / "log" / "trainer.log").write_text(
@@ -131,8 +132,6 @@ def test_runs_have_status_mode_and_progress(client, root, studio_assets):
     stale = make_run_dir(root, studio_assets, project="p", name="stale", rewards=[0.0], finished=False)
     old = time.time() - 3600
     for path in (stale / "metrics.jsonl", stale / "config.resolved.yaml"):
-        import os
-
         os.utime(path, (old, old))
 
     runs = {run["run_id"]: run for run in client.get("/api/runs").json()["runs"]}
@@ -151,11 +150,13 @@ def test_runs_have_status_mode_and_progress(client, root, studio_assets):
     assert client.get("/api/run/p/nothing").status_code == 404
 
 
-def test_metrics_give_the_curves_and_the_summary(client, root, studio_assets):
-    make_run_dir(root, studio_assets, project="p", name="done", rewards=[0.0, 0.5, 1.0], losses=[1.0, 0.5, 0.25])
+def test_metrics_give_the_curves_the_evaluations_and_the_summary(client, root, studio_assets):
+    make_run_dir(root, studio_assets, project="p", name="done", rewards=[0.0, 0.5, 1.0], losses=[1.0, 0.5, 0.25],
+                 evals=[0.2, 0.6, 0.4])
     data = client.get("/api/metrics/p/done").json()
     charts = {chart["name"]: chart for chart in data["charts"]}
-    assert set(charts) == {"reward", "loss", "timing"}
+    assert set(charts) == {"reward", "eval_accuracy", "loss", "timing"}
+    assert data["summary"]["evals"] == [{"taskset": "test", "best": 0.6, "best_step": 2, "last": 0.4, "last_step": 3}]
     (reward,) = charts["reward"]["lines"]
     assert (reward["label"], reward["steps"], reward["values"]) == ("rollout/reward_mean", [1, 2, 3], [0.0, 0.5, 1.0])
     assert charts["loss"]["lines"][0]["values"] == [1.0, 0.5, 0.25]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI, HTTPException, Query, Request
@@ -78,8 +78,8 @@ def create_app(*, runs_root: str | Path, working_dir: str | Path | None = None,
         return page(request, "experiences.html", run_id=run_id)
 
     @app.get("/compare", response_class=HTMLResponse)
-    def compare_page(request: Request, run: list[str] = Query(default=[])):
-        return page(request, "compare.html", run_ids=run)
+    def compare_page(request: Request, run: Annotated[list[str] | None, Query()] = None):
+        return page(request, "compare.html", run_ids=run or [])
 
     @app.get("/builder", response_class=HTMLResponse)
     def builder_page(request: Request):
@@ -109,7 +109,7 @@ def create_app(*, runs_root: str | Path, working_dir: str | Path | None = None,
         }
 
     @app.get("/api/compare")
-    def api_compare(run: list[str] = Query(default=[])) -> dict:
+    def api_compare(run: Annotated[list[str] | None, Query()] = None) -> dict:
         if not run:
             raise HTTPException(422, "give the runs to compare: /api/compare?run=A&run=B")
         charts: dict[str, dict] = {}

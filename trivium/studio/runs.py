@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from trivium.config.run_dir import RESOLVED_FILE
+from trivium.errors import UserError
 from trivium.monitor import metric_names as names
 from trivium.monitor.logs import find_log_files, read_log_records
 from trivium.monitor.metrics_file import metrics_path
@@ -167,7 +168,7 @@ def last_error(run_dir: Path) -> str | None:
     """The text of the last ERROR (or CRITICAL) record of the run's logs, if any."""
     try:
         records = read_log_records(find_log_files(run_dir))
-    except Exception as error:  # an unreadable log must not hide the run from the list
+    except (OSError, UnicodeDecodeError, UserError) as error:  # an unreadable log must not hide the run
         logging.getLogger(__name__).warning("could not read the logs of %s: %s", run_dir, error)
         return None
     errors = [record for record in records if record.level in ("ERROR", "CRITICAL")]

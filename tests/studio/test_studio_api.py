@@ -252,3 +252,26 @@ def test_the_studio_command_binds_this_machine_only_by_default():
 
     args = build_parser().parse_args(["studio"])
     assert (args.host, args.port, args.runs) == ("127.0.0.1", 8080, "./checkpoints")
+
+
+@pytest.mark.slow
+def test_a_started_run_that_fails_is_listed_as_failed_with_its_error(client, root, studio_assets, tmp_path):
+    empty_model = tmp_path / "not_a_model"
+    empty_model.mkdir()
+    values = form_values(root, studio_assets, **{"model.model_path": str(empty_model), "name": "broken"})
+    started = client.post("/api/runs/start", json={"values": values}).json()
+    assert started["run_id"] == "studio/broken"
+    assert (root / "studio" / "broken" / "studio" / "config.yaml").is_file()
+
+    deadline = time.monotonic() + 180
+    while True:
+        runs = {run["run_id"]: run for run in client.get("/api/runs").json()["runs"]}
+        run = runs.get("studio/broken")
+        if run is not None and run["status"] not in ("running", "pending"):
+            break
+        assert time.monotonic() < deadline, f"the run did not end: {run}"
+        time.sleep(1)
+    assert run["status"] == "failed"
+    assert "tokenizer" in run["error"]
+    pinned = yaml.safe_load((root / "studio" / "broken" / "studio" / "config.yaml").read_text())
+    assert pinned["checkpoint_job_dir"] == str(root / "studio" / "broken")

@@ -275,3 +275,22 @@ def test_a_started_run_that_fails_is_listed_as_failed_with_its_error(client, roo
     assert "tokenizer" in run["error"]
     pinned = yaml.safe_load((root / "studio" / "broken" / "studio" / "config.yaml").read_text())
     assert pinned["checkpoint_job_dir"] == str(root / "studio" / "broken")
+
+
+def test_the_stages_of_a_run_are_listed_each_with_its_stage(client, root, studio_assets):
+    from trivium.config import expand_stages, load_config_from_dict, resolve
+    from trivium.config.run_dir import write_resolved
+
+    config = load_config_from_dict({
+        "project": "p", "name": "staged", "mode": "colocate", "checkpoint_root_dir": str(root),
+        "model": {"model_path": studio_assets["model"], "max_prompt_tokens": 32, "max_response_tokens": 8},
+        "buffer": {"total_steps": 3, "explorer_input": {"taskset": {"name": "train", "path": studio_assets["data"]}}},
+        "stages": [{"stage_name": "first"}, {"stage_name": "second", "buffer": {"total_steps": 5}}],
+    })
+    for stage in expand_stages(config):
+        write_resolved(resolve(stage))
+    runs = {run["run_id"]: run for run in client.get("/api/runs").json()["runs"]}
+    assert set(runs) == {"p/staged/first", "p/staged/second"}
+    assert runs["p/staged/second"]["stage"] == "second"
+    assert runs["p/staged/second"]["stages"] == ["first", "second"]
+    assert runs["p/staged/second"]["explore_total"] == 5

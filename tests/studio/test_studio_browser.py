@@ -37,6 +37,7 @@ def wait_valid(page) -> None:
     page.wait_for_selector(".validity.ok")
 
 
+@pytest.mark.slow
 def test_beginner_config_shows_the_batch_arithmetic_live_and_downloads_a_config_plan_accepts(
     studio, page, studio_assets, tmp_path, screenshots, capsys
 ):

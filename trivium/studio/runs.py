@@ -101,7 +101,7 @@ def run_info(root: Path, run_dir: Path, launcher: RunLauncher | None = None) -> 
     config = read_resolved(run_dir)
     run_id = run_dir.resolve().relative_to(root.resolve()).as_posix()
     stage = config.get("stage_name") or ""
-    stages = [item.get("stage_name", "") for item in config.get("stages") or [] if isinstance(item, dict)]
+    stages = _stage_names(run_dir.parent) if stage else []
     info = RunInfo(
         run_id=run_id,
         path=run_dir,
@@ -116,6 +116,17 @@ def run_info(root: Path, run_dir: Path, launcher: RunLauncher | None = None) -> 
     _fill_progress(info, config, read_records(run_dir))
     _fill_status(info, run_dir, launcher)
     return info
+
+
+def _stage_names(parent: Path) -> list[str]:
+    """The stages of a run, in order: each stage directory's resolved config knows its place."""
+    placed = []
+    for directory in parent.iterdir():
+        if (directory / RESOLVED_FILE).is_file():
+            config = read_resolved(directory)
+            if config.get("stage_name"):
+                placed.append((config.get("stage_index") or 0, config["stage_name"]))
+    return [name for _, name in sorted(placed)]
 
 
 def _fill_progress(info: RunInfo, config: dict, records: list[dict]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 import pytest
@@ -251,14 +252,42 @@ def test_the_studio_command_binds_this_machine_only_by_default():
     from trivium.cli.main import build_parser
 
     args = build_parser().parse_args(["studio"])
-    assert (args.host, args.port, args.runs) == ("127.0.0.1", 8080, "./checkpoints")
+    assert (args.host, args.port, args.runs, args.plugin_dir) == ("127.0.0.1", 8080, "./checkpoints", [])
+
+
+PLUGIN_ADVANTAGE = """
+from trivium.algorithm.advantages import grpo_advantages, register_advantage_fn
+
+register_advantage_fn("studio_test_advantage", needs_group=True)(grpo_advantages)
+"""
 
 
 @pytest.mark.slow
-def test_a_started_run_that_fails_is_listed_as_failed_with_its_error(client, root, studio_assets, tmp_path):
+@pytest.mark.parametrize("run_gets_the_plugins, error", [(True, "tokenizer"), (False, "studio_test_advantage")])
+def test_a_started_run_that_fails_is_listed_as_failed_with_its_error(
+    root, studio_assets, tmp_path, monkeypatch, run_gets_the_plugins, error
+):
+    from trivium.algorithm import ADVANTAGE_FNS
+    from trivium.config.prepare import load_plugins
+    from trivium.studio.launch import RunLauncher
+
+    ADVANTAGE_FNS.names()  # load the built-ins, then give this test its own copy of the table
+    monkeypatch.setattr(ADVANTAGE_FNS, "_items", dict(ADVANTAGE_FNS._items))
+    monkeypatch.delitem(sys.modules, "trivium_plugin_studio_advantage", raising=False)  # import it afresh
+
+    # A plugin advantage function: the Studio's checks and the started run both need the plugin directory.
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "studio_advantage.py").write_text(PLUGIN_ADVANTAGE)
+    load_plugins([plugins])
+    launcher = RunLauncher(working_dir=tmp_path, plugin_dirs=[str(plugins)] if run_gets_the_plugins else [])
+    client = TestClient(create_app(runs_root=root, working_dir=tmp_path, launcher=launcher))
     empty_model = tmp_path / "not_a_model"
     empty_model.mkdir()
-    values = form_values(root, studio_assets, **{"model.model_path": str(empty_model), "name": "broken"})
+    values = form_values(root, studio_assets, **{
+        "model.model_path": str(empty_model), "name": "broken",
+        "algorithm.advantage_fn": "studio_test_advantage",
+    })
     started = client.post("/api/runs/start", json={"values": values}).json()
     assert started["run_id"] == "studio/broken"
     assert (root / "studio" / "broken" / "studio" / "config.yaml").is_file()
@@ -272,7 +301,11 @@ def test_a_started_run_that_fails_is_listed_as_failed_with_its_error(client, roo
         assert time.monotonic() < deadline, f"the run did not end: {run}"
         time.sleep(1)
     assert run["status"] == "failed"
-    assert "tokenizer" in run["error"]
+    # With the plugins the config passes the run's own checks and the empty model directory fails it;
+    # without them the run stops at its checks, before writing its resolved config, naming the function.
+    assert error in run["error"]
+    assert (root / "studio" / "broken" / "config.resolved.yaml").is_file() == run_gets_the_plugins
+    assert client.get("/api/run/studio/broken").status_code == 200
     pinned = yaml.safe_load((root / "studio" / "broken" / "studio" / "config.yaml").read_text())
     assert pinned["checkpoint_job_dir"] == str(root / "studio" / "broken")
 

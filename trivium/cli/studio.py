@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from trivium.config.cli_args import add_plugin_dir_argument
+
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
@@ -21,6 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="folder of run directories <DIR>/<project>/<name>/ (default ./checkpoints)")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind (default 127.0.0.1: only this machine can connect)")
+    add_plugin_dir_argument(parser)
     parser.set_defaults(func=run_studio)
 
 
@@ -43,8 +46,12 @@ def run_studio(args: argparse.Namespace) -> int:
             "runs on this machine; the Studio has no login",
             file=sys.stderr,
         )
+    from trivium.config.prepare import load_plugins
+    from trivium.studio.launch import RunLauncher
+
     check_port_free(args.host, args.port)
-    app = create_app(runs_root=args.runs)
+    load_plugins(args.plugin_dir)  # so the builder's checks know the names they register
+    app = create_app(runs_root=args.runs, launcher=RunLauncher(plugin_dirs=args.plugin_dir))
     print(f"trivium studio: http://{args.host}:{args.port}/ (runs under {app.state.runs_root}); Ctrl+C stops it")
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

@@ -21,9 +21,10 @@ from fastapi.templating import Jinja2Templates
 
 from trivium import __version__
 from trivium.config.errors import ConfigError
+from trivium.config.run_dir import RESOLVED_FILE
 from trivium.errors import UserError
 from trivium.studio import config_form, experiences, metrics, runs
-from trivium.studio.launch import RunLauncher
+from trivium.studio.launch import CONFIG_FILE_NAME, STUDIO_DIR_NAME, RunLauncher
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -95,7 +96,12 @@ def create_app(*, runs_root: str | Path, working_dir: str | Path | None = None,
     def api_run(run_id: str) -> dict:
         path = find_run(run_id)
         info = runs.run_info(root, path, launcher)
-        resolved = (path / "config.resolved.yaml").read_text(encoding="utf-8")
+        resolved_path = path / RESOLVED_FILE
+        if resolved_path.is_file():
+            resolved = resolved_path.read_text(encoding="utf-8")
+        else:
+            resolved = ("# no config.resolved.yaml: the run stopped before writing it. It was started with:\n"
+                        + (path / STUDIO_DIR_NAME / CONFIG_FILE_NAME).read_text(encoding="utf-8"))
         return {"run": info.to_json(), "resolved_config": resolved}
 
     @app.get("/api/metrics/{run_id:path}")

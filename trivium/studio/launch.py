@@ -54,9 +54,11 @@ class StartedRun:
 class RunLauncher:
     """Starts runs and remembers the ones it started (their exit codes tell finished from failed)."""
 
-    def __init__(self, *, python: str = sys.executable, working_dir: str | Path | None = None):
+    def __init__(self, *, python: str = sys.executable, working_dir: str | Path | None = None,
+                 plugin_dirs: list[str] | tuple[str, ...] = ()):
         self.python = python
         self.working_dir = Path(working_dir) if working_dir is not None else Path.cwd()
+        self.plugin_dirs = [str(Path(directory).resolve()) for directory in plugin_dirs]
         self._started: dict[Path, StartedRun] = {}
         self._lock = threading.Lock()
 
@@ -79,7 +81,8 @@ class RunLauncher:
             output_path = output_log_path(run_dir)
             with open(output_path, "ab") as output:
                 process = subprocess.Popen(
-                    [self.python, "-m", "trivium.cli.main", "run", "--config", str(config_path)],
+                    [self.python, "-m", "trivium.cli.main", "run", "--config", str(config_path),
+                     *[argument for directory in self.plugin_dirs for argument in ("--plugin-dir", directory)]],
                     cwd=self.working_dir,
                     stdout=output,
                     stderr=subprocess.STDOUT,

@@ -30,7 +30,7 @@ from trivium.errors import UserError
 from trivium.monitor import metric_names as names
 from trivium.monitor.logs import find_log_files, read_log_records
 from trivium.monitor.metrics_file import metrics_path
-from trivium.studio.launch import RunLauncher, output_log_path
+from trivium.studio.launch import CONFIG_FILE_NAME, STUDIO_DIR_NAME, RunLauncher, output_log_path
 from trivium.studio.metrics import read_records
 
 ACTIVE_SECONDS = 120.0
@@ -66,29 +66,45 @@ class RunInfo:
 
 
 def find_run_dirs(root: Path) -> list[Path]:
-    """Directories with a resolved config, two or three levels under ``root``."""
+    """Directories with a resolved config, two or three levels under ``root``.
+
+    Also a directory the Studio started a run in whose run never wrote its resolved config
+    (it stopped at its own checks): listed so its error shows.
+    """
     if not root.is_dir():
         return []
-    found = list(root.glob(f"*/*/{RESOLVED_FILE}")) + list(root.glob(f"*/*/*/{RESOLVED_FILE}"))
-    return sorted({path.parent for path in found})
+    found = {path.parent for path in root.glob(f"*/*/{RESOLVED_FILE}")}
+    found |= {path.parent for path in root.glob(f"*/*/*/{RESOLVED_FILE}")}
+    for started in root.glob(f"*/*/{STUDIO_DIR_NAME}/{CONFIG_FILE_NAME}"):
+        run_dir = started.parent.parent
+        if run_dir not in found and not any(path.parent == run_dir for path in found):
+            found.add(run_dir)
+    return sorted(found)
+
+
+def _is_run_dir(path: Path) -> bool:
+    return (path / RESOLVED_FILE).is_file() or (path / STUDIO_DIR_NAME / CONFIG_FILE_NAME).is_file()
 
 
 def run_path(root: Path, run_id: str) -> Path | None:
     """The directory of ``run_id`` when it is a run directory inside ``root`` (never outside it)."""
     root = root.resolve()
     candidate = (root / run_id).resolve()
-    if root not in candidate.parents or not (candidate / RESOLVED_FILE).is_file():
+    if root not in candidate.parents or not _is_run_dir(candidate):
         return None
     return candidate
 
 
 def read_resolved(run_dir: Path) -> dict:
-    """The run's ``config.resolved.yaml`` as plain data ({} when unreadable)."""
-    try:
-        data = yaml.safe_load((run_dir / RESOLVED_FILE).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    """The run's ``config.resolved.yaml`` as plain data (else the config the Studio started it with; {})."""
+    for path in (run_dir / RESOLVED_FILE, run_dir / STUDIO_DIR_NAME / CONFIG_FILE_NAME):
+        if path.is_file():
+            try:
+                data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            except (OSError, yaml.YAMLError):
+                return {}
+            return data if isinstance(data, dict) else {}
+    return {}
 
 
 def list_runs(root: Path, launcher: RunLauncher | None = None) -> list[RunInfo]:
@@ -167,12 +183,17 @@ def _fill_status(info: RunInfo, run_dir: Path, launcher: RunLauncher | None) -> 
         return
     error = last_error(run_dir)
     output = output_log_path(run_dir.parent if info.stage else run_dir)
-    if error is None and output.is_file() and "Traceback" in output.read_text(errors="replace"):
+    if error is None and output.is_file() and _reports_an_error(output.read_text(errors="replace")):
         error = _output_tail(output)
     if error is not None:
         info.status, info.error = "failed", error
     elif time.time() - info.last_activity < ACTIVE_SECONDS:
         info.status = "running"
+
+
+def _reports_an_error(output: str) -> bool:
+    """A traceback, or the one-line error `trivium` prints for a bad config or input."""
+    return "Traceback" in output or any(line.startswith("error: ") for line in output.splitlines())
 
 
 def last_error(run_dir: Path) -> str | None:

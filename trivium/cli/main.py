@@ -23,6 +23,7 @@ SUBCOMMAND_MODULES = (
     "log",
     "debug",
     "report",
+    "studio",
 )
 
 

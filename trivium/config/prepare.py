@@ -44,6 +44,11 @@ def prepare(
 ) -> list[PreparedStage]:
     load_plugins(plugin_dirs)
     config = load_config(path, list(overrides), mapping=mapping)
+    return prepare_loaded(config, str(path))
+
+
+def prepare_loaded(config: TriviumConfig, source: str) -> list[PreparedStage]:
+    """The stages of a config already loaded (from a file or from data in memory), checked."""
     stages = expand_stages(config)
     prepared, problems = [], []
     for stage_config in stages:
@@ -60,5 +65,5 @@ def prepare(
             continue
         prepared.append(PreparedStage(resolved, notes))
     if problems:
-        raise ConfigError(problems, str(path))
+        raise ConfigError(problems, source)
     return prepared

@@ -234,6 +234,9 @@ class StorageConfig:
     max_read_timeout: float = opt(1800, "Seconds a reader waits for a full batch from a queue.")
     replay_buffer: ReplayBufferConfig = section(ReplayBufferConfig, "Experience reuse (queue only).")
     capacity: Optional[int] = opt(None, "Most items a queue holds before writers wait; null is unbounded.")
+    max_row_chars: Optional[int] = opt(
+        50000, "Dataset rows with more characters of text than this are skipped and counted; null keeps every row."
+    )
     is_eval: bool = opt(False, "(derived) True for eval tasksets.")
 
 

@@ -309,6 +309,9 @@ class ExplorerConfig:
     max_repeat_times_per_runner: Optional[int] = opt(None, "Split a task's repeats into runner jobs of at most this.")
     max_timeout: float = opt(900, "Seconds a workflow may run.")
     max_retry_times: int = opt(2, "Retries of a failed workflow.")
+    max_failed_steps: Optional[int] = opt(
+        3, "Explore steps in a row in which every task fails before the run stops with an error; null never stops."
+    )
     env_vars: Dict[str, str] = opt({}, "Environment variables set for every runner.")
     rollout_model: InferenceModelConfig = section(InferenceModelConfig, "Engines of the policy being trained.")
     auxiliary_models: List[InferenceModelConfig] = opt([], "Other models workflows may call (judges, reward models).")

@@ -356,6 +356,7 @@ class Trainer:
         )
 
     def load_checkpoint(self, step: int) -> None:
+        ckpt.check_loadable(self.run_dir, step)
         directory = ckpt.step_dir(self.run_dir, step)
         loaded = load_causal_lm(str(directory / "actor"), self.settings.dtype, device=self.settings.device)
         self.actor.load_state_dict(loaded.state_dict())

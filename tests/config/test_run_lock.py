@@ -19,8 +19,7 @@ from trivium.errors import UserError
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from trivium.errors import UserError
-from trivium.config.run_lock import run_lock
+    from trivium.config.run_lock import run_lock
     with run_lock(sys.argv[1]):
         print("locked", flush=True)
         time.sleep(60)

@@ -97,3 +97,25 @@ def test_dataset_directory_of_jsonl_files_reports_each_file(tmp_path):
     assert len(reader) == 2
     assert [bad.where for bad in reader.bad_rows] == [f"{folder / 'train-0.jsonl'} line 2",
                                                       f"{folder / 'train-1.jsonl'} line 1"]
+
+
+def test_experience_file_with_non_utf8_bytes_names_the_line(tmp_path):
+    from trivium.buffer.codec import experience_to_json
+    from trivium.buffer.file_storage import JsonlReader
+
+    from .conftest import experience
+
+    path = tmp_path / "experiences.jsonl"
+    path.write_bytes((experience_to_json(experience(0)) + "\n").encode() + b'{"eid": "\xfe"}\n')
+    reader = JsonlReader(path)
+    with pytest.raises(UserError, match=rf"{path} line 2 is not UTF-8 text \(byte 0xfe at column 10\)"):
+        reader.read(5)
+
+
+def test_unwritable_experience_file_is_a_clear_error(tmp_path):
+    from trivium.buffer.file_storage import JsonlWriter
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    with pytest.raises(UserError, match=rf"Cannot write the experience file {blocker}/out.jsonl: .*writable place"):
+        JsonlWriter(blocker / "out.jsonl")

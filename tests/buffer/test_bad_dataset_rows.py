@@ -119,3 +119,14 @@ def test_unwritable_experience_file_is_a_clear_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(UserError, match=rf"Cannot write the experience file {blocker}/out.jsonl: .*writable place"):
         JsonlWriter(blocker / "out.jsonl")
+
+
+@pytest.mark.parametrize("name, content, where", [
+    ("tasks.csv", b"question,answer\nq\xff,1\n", "line 2, column 2 has byte 0xff"),
+    ("tasks.json", b'[{"question": "ok"},\n {"question": "\xe9"}]', "line 2, column 16 has byte 0xe9"),
+])
+def test_non_utf8_csv_and_json_files_name_line_and_column(tmp_path, name, content, where):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(UserError, match=rf"Dataset 't': {path} is not UTF-8 text: {where}; save it as UTF-8"):
+        TaskReader(storage("t", storage_type="file", path=str(path), format={"prompt_key": "question"}))

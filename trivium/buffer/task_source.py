@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from trivium.buffer.base import option
 from trivium.buffer.row_check import BadRow, read_jsonl
 from trivium.config.taskset_size import split_files
-from trivium.errors import UserError
+from trivium.errors import UserError, utf8_problem
 
 _FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 
@@ -107,6 +107,10 @@ def _load_file_rows(path: str, subset: str | None, split: str, name: str):
         if local.is_file():
             if local.stat().st_size == 0:
                 raise UserError(f"Dataset '{name}': {local} is empty (no rows).")
+            if local.suffix.lower() in (".csv", ".json"):
+                problem = utf8_problem(local.read_bytes())
+                if problem:
+                    raise UserError(f"Dataset '{name}': {local} is not UTF-8 text: {problem}; save it as UTF-8.")
             builder = _FILE_BUILDERS.get(local.suffix.lower())
             if builder is None:
                 raise UserError(

@@ -88,8 +88,8 @@ class TaskReader:
         self._skip(loaded.bad, strict)
         max_row_chars = option(self.config, "max_row_chars")
         usable = []
-        for number in range(len(self.rows)):
-            reason = row_problem(self.rows[number], column=column, key_name=key_name, max_row_chars=max_row_chars)
+        for number, row in enumerate(self.rows):  # iterating a datasets.Dataset reads it in batches
+            reason = row_problem(row, column=column, key_name=key_name, max_row_chars=max_row_chars)
             if reason is None:
                 usable.append(number)
             else:

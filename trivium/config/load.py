@@ -22,8 +22,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from trivium.config.errors import ConfigError, Problem
 from trivium.config.schema import TriviumConfig
-from trivium.errors import utf8_problem
 from trivium.config.typecheck import check_keys, check_values, join, schema_fields
+from trivium.errors import utf8_problem
 
 PASSTHROUGH_KEY = "trivium"
 MappingFn = Callable[[dict, dict], dict]

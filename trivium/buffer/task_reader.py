@@ -53,6 +53,7 @@ class TaskReader:
         self.format = format_dict(config)
         loaded = load_rows(config)
         self.rows = loaded.rows
+        self.place = loaded.place  # row number -> "data/train.jsonl line 3" (or "row 3")
         # Rows left out, with their line (jsonl) or row number and the reason.
         self.bad_rows: list[BadRow] = []
         self.row_numbers = self._usable_rows(loaded, strict, task_pipeline)

@@ -36,7 +36,7 @@ def test_check_data_lists_bad_rows_by_line_and_exits_1(tmp_path, capsys, monkeyp
     train = tmp_path / "train.jsonl"
     train.write_bytes(b'{"q": "a"}\n{"q": \n{"x": 1}\n{"q": "b"}\n')
     held_out = tmp_path / "test.jsonl"
-    held_out.write_bytes(b"")
+    held_out.write_bytes(b"nope\n")
     status = main(["plan", "--config", str(config_with(tmp_path, [("train", train)], [("held_out", held_out)])),
                    "--check-data"])
     out = capsys.readouterr().out
@@ -44,7 +44,8 @@ def test_check_data_lists_bad_rows_by_line_and_exits_1(tmp_path, capsys, monkeyp
     assert f"taskset 'train' ({train}): 2 usable rows, 2 bad" in out
     assert f"  - {train} line 2: not valid JSON" in out
     assert f"  - {train} line 3: missing 'q' (format.prompt_key)" in out
-    assert f"eval taskset 'held_out' ({held_out}): UNREADABLE: Dataset 'held_out': {held_out} is empty" in out
+    assert (f"eval taskset 'held_out' ({held_out}): UNREADABLE: Dataset 'held_out': {held_out} has no usable rows; "
+            f"all 1 are bad, the first: {held_out} line 1: not valid JSON") in out
 
 
 def test_check_data_passes_on_clean_data(tmp_path, capsys, monkeypatch):
@@ -61,3 +62,12 @@ def test_non_utf8_config_file_is_a_clear_error(tmp_path, capsys):
     assert main(["plan", "--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"in {path}: the file is not UTF-8 text: line 2, column 11 has byte 0xe9" in err
+
+
+def test_an_empty_taskset_file_is_a_config_error_naming_the_key(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    train = tmp_path / "train.jsonl"
+    train.write_text("\n")
+    assert main(["plan", "--config", str(config_with(tmp_path, [("train", train)]))]) == 2
+    err = capsys.readouterr().err
+    assert f"buffer.explorer_input.tasksets[0].path: taskset 'train' at {train} has no rows (the data is empty)" in err

@@ -126,7 +126,7 @@ def test_rows_without_prompt_are_skipped_and_counted_or_rejected(tmp_path):
     reader = TaskReader(config)
     assert reader.skipped_rows == 2
     assert indices(reader.read(10)) == [0, 2]
-    with pytest.raises(UserError, match=r"row 1: missing 'question'"):
+    with pytest.raises(UserError, match=r"train.jsonl line 2: missing .question."):
         TaskReader(config, strict=True)
 
 

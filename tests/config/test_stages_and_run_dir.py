@@ -10,6 +10,7 @@ from trivium.config.load import load_config, load_config_from_dict
 from trivium.config.resolve import resolve
 from trivium.config.run_dir import RESOLVED_FILE, choose_run_name, write_resolved
 from trivium.config.stages import expand_stages, latest_weights_dir, use_previous_stage_weights
+from trivium.errors import UserError
 
 STAGED = {
     "algorithm": {"optimizer": {"lr": 5e-6}},
@@ -81,3 +82,12 @@ def test_written_resolved_config_reloads_to_the_same_config(tmp_path, monkeypatc
     reloaded = load_config(path)
     assert reloaded == config
     assert resolve(reloaded) == config
+
+
+def test_unwritable_run_directory_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    blocker = tmp_path / "a_file"  # a path below a regular file cannot be created, even by root
+    blocker.write_text("")
+    config = resolve(load_config_from_dict(patched({"checkpoint_root_dir": str(blocker)})))
+    with pytest.raises(UserError, match=rf"Cannot write the run directory {blocker}/demo/unit: .*must be writable"):
+        write_resolved(config)

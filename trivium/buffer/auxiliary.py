@@ -47,7 +47,7 @@ class AuxiliaryBufferReader(BufferReader):
                     experience.task_id = experience.group_id = task.task_id
                     experiences.append(experience)
             except UserError as error:
-                raise UserError(f"Auxiliary buffer '{self.name}' row {task.index}: {error}") from error
+                raise UserError(f"Auxiliary buffer '{self.name}' {self.rows.place(task.index)}: {error}") from error
         return experiences
 
     @property

@@ -31,8 +31,14 @@ def experience_file(config: Any) -> Path:
 class JsonlWriter(BufferWriter):
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a", encoding="utf-8")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")
+        except OSError as error:
+            raise UserError(
+                f"Cannot write the experience file {self.path}: {error.strerror or error}. "
+                "Point the storage `path` to a writable place."
+            ) from error
         self._lock = threading.Lock()
 
     def write(self, experiences: list[Experience]) -> None:
@@ -55,7 +61,7 @@ class JsonlReader(BufferReader):
         self.path = Path(path)
         if not self.path.exists():
             raise UserError(f"Experience file {self.path} does not exist; check the storage `path`.")
-        self._file = open(self.path, encoding="utf-8")
+        self._file = open(self.path, "rb")  # decoded per line, so a bad byte is reported with its line
         self._line_number = 0
 
     def read(self, batch_size: int, timeout: float | None = None) -> list[Experience]:
@@ -69,8 +75,13 @@ class JsonlReader(BufferReader):
             if not line.strip():
                 continue
             try:
-                batch.append(experience_from_json(line))
-            except (json.JSONDecodeError, TypeError) as error:
+                batch.append(experience_from_json(line.decode("utf-8")))
+            except UnicodeDecodeError as error:
+                raise UserError(
+                    f"{self.path} line {self._line_number} is not UTF-8 text "
+                    f"(byte 0x{line[error.start]:02x} at column {error.start + 1})"
+                ) from error
+            except (json.JSONDecodeError, TypeError, ValueError) as error:
                 raise UserError(
                     f"{self.path} line {self._line_number} is not an experience record: {error}"
                 ) from error

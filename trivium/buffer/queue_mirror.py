@@ -8,6 +8,9 @@ Owns the two mirror formats behind a queue's optional ``path``:
 Restart rule: ``restore()`` returns the mirrored experiences no reader had taken yet, in
 write order; the queue puts them back. Experiences already read once are not restored,
 even when replay would have reused them.
+
+A mirror file is opened for writing when the mirror is created, so a read-only or missing
+place is a ``UserError`` at start, not a crash at the first write.
 """
 
 from __future__ import annotations
@@ -50,10 +53,23 @@ class SqlMirror:
         return self.store.unconsumed()
 
 
+def check_writable(path: Path, buffer_name: str) -> None:
+    """Create ``path`` (and its folder) if needed and open it for appending; a UserError when that fails."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab"):
+            pass
+    except OSError as error:
+        raise UserError(
+            f"Queue '{buffer_name}': cannot write its mirror {path}: {error.strerror or error}. "
+            "Point the queue `path` to a writable place (the run directory, say)."
+        ) from error
+
+
 class JsonlMirror:
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, buffer_name: str = "queue"):
         self.path = Path(path).expanduser()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        check_writable(self.path, buffer_name)
         self._lock = threading.Lock()
         self._file = None
 
@@ -112,11 +128,16 @@ def open_mirror(path: str | None, buffer_name: str) -> QueueMirror | None:
         return None
     path = str(path)
     if path.endswith(".jsonl") and "://" not in path:
-        return JsonlMirror(path)
+        return JsonlMirror(path, buffer_name)
     if "://" not in path and not path.endswith((".db", ".sqlite", ".sqlite3")):
         raise UserError(
             f"Queue '{buffer_name}': cannot tell how to mirror to {path!r}. Use a .jsonl file, "
             "a .db/.sqlite file, or a SQLAlchemy URL such as sqlite:///buffer.db."
         )
+    sqlite_file = path.removeprefix("sqlite:///") if path.startswith("sqlite:///") else path
+    if "://" not in sqlite_file and sqlite_file not in ("", ":memory:"):
+        file = Path(sqlite_file).expanduser()
+        check_writable(file, buffer_name)
+        check_writable(file.with_name(file.name + ".lock"), buffer_name)
     return SqlMirror(path, buffer_name)
 

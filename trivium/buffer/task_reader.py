@@ -1,8 +1,9 @@
 """Reading tasks for the explorer: rows of a taskset, in selector order, over epochs.
 
 Owns ``TaskReader`` (one taskset) and ``MultiTasksetReader`` (several, mixed in
-proportion to their sizes). A reader validates rows once at start (a row without its
-prompt column is skipped and counted, or rejected with ``strict=True``), applies an
+proportion to their sizes). A reader validates rows once at start (a row that is not valid
+JSON, has no prompt, or is longer than ``max_row_chars`` is skipped, counted and logged with
+its line or row number, or rejected with ``strict=True``), applies an
 optional task pipeline, and hands out ``Task`` objects ``batch_size`` at a time until
 ``total_epochs`` (or ``total_steps`` batches) are done, then raises ``BufferExhausted``.
 Its position is a small JSON-able state, so a resumed run continues where it stopped.
@@ -18,7 +19,8 @@ from typing import Any
 
 from trivium.buffer.base import BufferExhausted, check_batch_size, option
 from trivium.buffer.selectors import TaskSelector, build_selector
-from trivium.buffer.task_source import format_dict, load_rows
+from trivium.buffer.row_check import BadRow, row_problem
+from trivium.buffer.task_source import LoadedRows, format_dict, load_rows
 from trivium.core.task import Task
 from trivium.errors import UserError
 
@@ -49,11 +51,15 @@ class TaskReader:
         self.total_epochs = total_epochs
         self.total_steps = None if self.is_eval else total_steps
         self.format = format_dict(config)
-        self.rows = load_rows(config)
-        self.skipped_rows = 0
-        self.row_numbers = self._usable_rows(strict, task_pipeline)
+        loaded = load_rows(config)
+        self.rows = loaded.rows
+        self.place = loaded.place  # row number -> "data/train.jsonl line 3" (or "row 3")
+        # Rows left out, with their line (jsonl) or row number and the reason.
+        self.bad_rows: list[BadRow] = []
+        self.row_numbers = self._usable_rows(loaded, strict, task_pipeline)
         if not self.row_numbers:
-            raise UserError(f"Taskset '{self.name}' has no usable rows (skipped {self.skipped_rows}).")
+            first = f"; the first: {self.bad_rows[0]}" if self.bad_rows else ""
+            raise UserError(f"Taskset '{self.name}' has no usable rows (skipped {self.skipped_rows}){first}.")
         self._position_of_row = {row: i for i, row in enumerate(self.row_numbers)}
         # Evaluation walks the taskset once, in file order.
         selector_config = None if self.is_eval else option(config, "task_selector")
@@ -63,11 +69,14 @@ class TaskReader:
         self._task_defaults = self._defaults()
 
     # ---- set-up ------------------------------------------------------------------------
-    def _usable_rows(self, strict: bool, task_pipeline: Any) -> list[int]:
+    @property
+    def skipped_rows(self) -> int:
+        return len(self.bad_rows)
+
+    def _usable_rows(self, loaded: LoadedRows, strict: bool, task_pipeline: Any) -> list[int]:
         key_name, column = prompt_column(self.format)
-        columns = getattr(self.rows, "column_names", None)
-        check = column is not None
-        if check and columns is not None and column not in columns:
+        columns = loaded.column_names()
+        if column is not None and columns is not None and column not in columns:
             if strict:
                 raise UserError(
                     f"Taskset '{self.name}': column '{column}' (format.{key_name}) is not in the "
@@ -76,26 +85,32 @@ class TaskReader:
             # The workflow may build prompts from other columns; nothing to validate.
             logger.warning("taskset '%s': no column '%s' (format.%s); rows are not checked",
                            self.name, column, key_name)
-            check = False
-        values = self.rows[column] if check and columns is not None else None
+            column = None
+        self._skip(loaded.bad, strict)
+        max_row_chars = option(self.config, "max_row_chars")
         usable = []
-        for number in range(len(self.rows)):
-            if check:
-                value = values[number] if values is not None else self.rows[number].get(column)
-                if value is None or value == "":
-                    if strict:
-                        raise UserError(
-                            f"Taskset '{self.name}' row {number}: missing '{column}' (format.{key_name}). "
-                            "Fix the row, or drop `strict` to skip such rows."
-                        )
-                    logger.warning("taskset '%s': skipping row %d without '%s'", self.name, number, column)
-                    self.skipped_rows += 1
-                    continue
-            usable.append(number)
+        for number, row in enumerate(self.rows):  # iterating a datasets.Dataset reads it in batches
+            reason = row_problem(row, column=column, key_name=key_name, max_row_chars=max_row_chars)
+            if reason is None:
+                usable.append(number)
+            else:
+                self._skip([BadRow(loaded.place(number), reason)], strict)
+        if self.bad_rows:
+            shown = "; ".join(str(bad) for bad in self.bad_rows[:5])
+            more = f" (and {len(self.bad_rows) - 5} more)" if len(self.bad_rows) > 5 else ""
+            logger.warning("taskset '%s': skipped %d of %d rows: %s%s", self.name, len(self.bad_rows),
+                           len(self.rows) + len(loaded.bad), shown, more)
         if task_pipeline is not None:
             usable, metrics = task_pipeline.filter_rows(self.rows, usable)
             logger.info("taskset '%s': task pipeline %s", self.name, metrics)
         return usable
+
+    def _skip(self, bad_rows: list[BadRow], strict: bool) -> None:
+        if bad_rows and strict:
+            raise UserError(
+                f"Taskset '{self.name}' {bad_rows[0]}. Fix the row, or drop `strict` to skip such rows."
+            )
+        self.bad_rows.extend(bad_rows)
 
     def _defaults(self) -> dict[str, Any]:
         workflow_args = dict(option(self.config, "workflow_args", {}) or {})

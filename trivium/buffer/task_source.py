@@ -1,18 +1,24 @@
 """Loading the rows of a taskset or training dataset from files or a SQL ``tasks`` table.
 
 Owns the mapping from a storage config to a random-access sequence of row dicts:
-``datasets.load_dataset`` for files (a directory in Hugging Face layout, or one
-jsonl/json/parquet/csv file), and the ``tasks`` table (rows of this storage's name) for SQL.
+jsonl files are read line by line here (so a bad line is skipped and reported by its line
+number), other files through ``datasets.load_dataset`` (a directory in Hugging Face layout,
+or one json/parquet/csv file), and the ``tasks`` table (rows of this storage's name) for
+SQL. A file that cannot be read at all (empty, truncated, not UTF-8) is one ``UserError``
+naming the dataset and the file.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Sequence
 
 from trivium.buffer.base import option
-from trivium.errors import UserError
+from trivium.buffer.row_check import BadRow, read_jsonl
+from trivium.config.taskset_size import split_files
+from trivium.errors import UserError, utf8_problem
 
 _FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 
@@ -29,11 +35,30 @@ def format_dict(config: Any) -> dict[str, Any]:
     return {k: v for k, v in vars(fmt).items() if not k.startswith("_")}
 
 
-def load_rows(config: Any) -> Sequence[dict[str, Any]]:
+@dataclasses.dataclass
+class LoadedRows:
+    """A dataset's rows, where each came from (when known), and the rows left out on loading."""
+
+    rows: Sequence[dict[str, Any]]
+    places: list[str] | None = None  # e.g. "data/train.jsonl line 3", one per row
+    bad: list[BadRow] = field(default_factory=list)
+
+    def column_names(self) -> list[str]:
+        """The dataset's columns; for plain rows, every key some row has."""
+        names = getattr(self.rows, "column_names", None)
+        if names is not None:
+            return list(names)
+        return list(dict.fromkeys(key for row in self.rows for key in row))
+
+    def place(self, number: int) -> str:
+        return self.places[number] if self.places is not None else f"row {number}"
+
+
+def load_rows(config: Any) -> LoadedRows:
     storage_type = option(config, "storage_type", "file")
     name = option(config, "name", "?")
     if storage_type == "sql":
-        return _load_sql_rows(config)
+        return LoadedRows(_load_sql_rows(config))
     if storage_type != "file":
         raise UserError(
             f"Dataset '{name}' has storage_type {storage_type!r}; tasksets and training datasets "
@@ -42,7 +67,36 @@ def load_rows(config: Any) -> Sequence[dict[str, Any]]:
     path = option(config, "path")
     if not path:
         raise UserError(f"Dataset '{name}' needs a `path` (a directory or a jsonl/parquet file).")
-    return _load_file_rows(str(path), option(config, "subset_name"), option(config, "split", "train"), name)
+    subset, split = option(config, "subset_name"), option(config, "split", "train")
+    local = Path(str(path)).expanduser()
+    jsonl_files = _jsonl_files(local, split, subset)
+    if jsonl_files:
+        return _load_jsonl_rows(jsonl_files, name, option(config, "max_row_chars"))
+    return LoadedRows(_load_file_rows(str(path), subset, split, name))
+
+
+def _jsonl_files(local: Path, split: str, subset: str | None) -> list[Path]:
+    """The jsonl files of the split, when the split is made of jsonl files only."""
+    if local.is_file():
+        return [local] if local.suffix.lower() == ".jsonl" else []
+    files = split_files(local, split, subset) if local.is_dir() else []
+    return files if files and all(file.suffix.lower() == ".jsonl" for file in files) else []
+
+
+def _load_jsonl_rows(files: list[Path], name: str, max_row_chars: int | None) -> LoadedRows:
+    try:
+        read = read_jsonl(files, max_row_chars=max_row_chars)
+    except OSError as error:
+        raise UserError(f"Dataset '{name}': cannot read {error.filename or files[0]}: {error.strerror or error}") from error
+    shown = ", ".join(str(file) for file in files)
+    if not read.rows and not read.bad:
+        raise UserError(f"Dataset '{name}': {shown} is empty (no rows); give it at least one JSON object per line.")
+    if not read.rows:
+        raise UserError(
+            f"Dataset '{name}': {shown} has no usable rows; all {len(read.bad)} are bad, "
+            f"the first: {read.bad[0]}"
+        )
+    return LoadedRows(read.rows, read.places, read.bad)
 
 
 def _load_file_rows(path: str, subset: str | None, split: str, name: str):
@@ -51,6 +105,12 @@ def _load_file_rows(path: str, subset: str | None, split: str, name: str):
     local = Path(path).expanduser()
     try:
         if local.is_file():
+            if local.stat().st_size == 0:
+                raise UserError(f"Dataset '{name}': {local} is empty (no rows).")
+            if local.suffix.lower() in (".csv", ".json"):
+                problem = utf8_problem(local.read_bytes())
+                if problem:
+                    raise UserError(f"Dataset '{name}': {local} is not UTF-8 text: {problem}; save it as UTF-8.")
             builder = _FILE_BUILDERS.get(local.suffix.lower())
             if builder is None:
                 raise UserError(
@@ -66,8 +126,29 @@ def _load_file_rows(path: str, subset: str | None, split: str, name: str):
         return datasets.load_dataset(path, name=subset, split=split)
     except UserError:
         raise
-    except (ValueError, FileNotFoundError, KeyError) as error:
-        raise UserError(f"Dataset '{name}' at {path} (split={split!r}, subset={subset!r}): {error}") from error
+    except StopIteration as error:  # what datasets raises for a file without rows
+        raise UserError(f"Dataset '{name}': {path} is empty (no rows).") from error
+    except UnicodeDecodeError as error:
+        raise UserError(
+            f"Dataset '{name}': {path} is not UTF-8 text (byte 0x{error.object[error.start]:02x} at "
+            f"offset {error.start} of a chunk); save it as UTF-8."
+        ) from error
+    except (ValueError, FileNotFoundError, KeyError, OSError) as error:  # ArrowInvalid is a ValueError
+        raise UserError(
+            f"Dataset '{name}': cannot read {path} (split={split!r}, subset={subset!r}): {_first_line(error)}. "
+            "The file may be truncated or corrupt."
+        ) from error
+    except Exception as error:  # datasets wraps a parser failure in DatasetGenerationError
+        cause = error.__cause__ or error.__context__ or error
+        raise UserError(
+            f"Dataset '{name}': cannot read {path} (split={split!r}, subset={subset!r}): "
+            f"{type(cause).__name__}: {_first_line(cause)}"
+        ) from error
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
 
 
 def _load_sql_rows(config: Any) -> list[dict[str, Any]]:

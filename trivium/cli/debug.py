@@ -16,12 +16,14 @@ seconds, not a model load.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 from pathlib import Path
 from typing import Any
 
 from trivium.config.cli_args import add_config_arguments, print_notes
 from trivium.errors import UserError
+from trivium.models.server_guard import ServerLimits
 
 MODULES = ("inference_model", "workflow", "viewer")
 DEBUG_DATABASE = "debug_experiences.db"
@@ -48,6 +50,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--host", default="127.0.0.1", help="model server address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"model server port (default {DEFAULT_PORT})")
+    parser.add_argument(
+        "--api-key", default=os.environ.get("TRIVIUM_API_KEY"), metavar="KEY",
+        help="inference_model: require `Authorization: Bearer KEY` on every request; workflow: send it "
+        "(default: $TRIVIUM_API_KEY, else no key)",
+    )
+    limits = ServerLimits()
+    parser.add_argument("--max-n", type=int, default=limits.max_n,
+                        help=f"inference_model: most samples per prompt a request may ask for (default {limits.max_n})")
+    parser.add_argument("--max-request-bytes", type=int, default=limits.max_request_bytes,
+                        help=f"inference_model: largest request body (default {limits.max_request_bytes})")
     parser.add_argument("--task-index", type=int, default=0, metavar="N",
                         help="which row of the taskset to run, counting from 0 in file order (default 0)")
     parser.add_argument("--limit", type=int, default=20, help="viewer: how many of the latest experiences to show")
@@ -129,7 +141,8 @@ def serve_rollout_model(config: Any, args: argparse.Namespace) -> int:
           + _command(args, "workflow", "--port", str(args.port), *_plugin_args(args)), flush=True)
     try:
         serve(engine, host=args.host, port=args.port, model_name=Path(model_path).name or "trivium",
-              model_path=model_path, log_level="info")
+              model_path=model_path, log_level="info", api_key=args.api_key,
+              limits=ServerLimits(max_request_bytes=args.max_request_bytes, max_n=args.max_n))
     finally:
         engine.close()
     print("model server stopped")
@@ -153,7 +166,7 @@ def run_workflow(config: Any, args: argparse.Namespace) -> int:
     task = pick_task(config, args.task_index)
     base_url = f"http://{args.host}:{args.port}/v1"
     try:
-        engine = RemoteEngine(base_url, tokenizer_path=rollout_model_path(config))
+        engine = RemoteEngine(base_url, tokenizer_path=rollout_model_path(config), api_key=args.api_key)
     except ServerUnreachable as error:
         raise UserError(
             f"{error}. Start the model server first, in another terminal:\n  "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 
 from trivium.config.cli_args import add_config_arguments, add_plugin_dir_argument, print_notes
@@ -24,23 +25,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_command(args: argparse.Namespace) -> int:
     from trivium.config.prepare import prepare
     from trivium.config.run_dir import write_resolved
+    from trivium.config.run_lock import run_lock
     from trivium.config.stages import use_previous_stage_weights
 
     stages = prepare(args.config, args.overrides, mapping=args.mapping, plugin_dirs=args.plugin_dir)
-    for stage in stages:
-        print_notes(stage.notes, stage.config.stage_name)
-        path = write_resolved(stage.config)
-        print(f"{stage.config.stage_name or 'run'}: resolved config written to {path}")
-    launch = _launcher()
-    for stage in stages:
-        config = stage.config
-        if config.previous_stage_job_dir:
-            # The previous stage has finished: its final weights are known only now.
-            config = use_previous_stage_weights(config)
-            write_resolved(config)
-        code = int(launch(config) or 0)
-        if code != 0:
-            return code
+    with contextlib.ExitStack() as locks:
+        # One run per run directory: a second one started meanwhile is refused, naming this one.
+        for stage in stages:
+            locks.enter_context(run_lock(stage.config.checkpoint_job_dir))
+        for stage in stages:
+            print_notes(stage.notes, stage.config.stage_name)
+            path = write_resolved(stage.config)
+            print(f"{stage.config.stage_name or 'run'}: resolved config written to {path}")
+        launch = _launcher()
+        for stage in stages:
+            config = stage.config
+            if config.previous_stage_job_dir:
+                # The previous stage has finished: its final weights are known only now.
+                config = use_previous_stage_weights(config)
+                write_resolved(config)
+            code = int(launch(config) or 0)
+            if code != 0:
+                return code
     return 0
 
 

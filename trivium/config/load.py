@@ -23,6 +23,7 @@ from omegaconf.errors import OmegaConfBaseException
 from trivium.config.errors import ConfigError, Problem
 from trivium.config.schema import TriviumConfig
 from trivium.config.typecheck import check_keys, check_values, join, schema_fields
+from trivium.errors import utf8_problem
 
 PASSTHROUGH_KEY = "trivium"
 MappingFn = Callable[[dict, dict], dict]
@@ -225,6 +226,9 @@ def _apply_override(merged: DictConfig, key: str, value: Any, source: str) -> No
 def _read_yaml(path: Path) -> DictConfig:
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
+    problem = utf8_problem(path.read_bytes())
+    if problem:
+        raise ConfigError(f"the file is not UTF-8 text: {problem}; save it as UTF-8", str(path))
     try:
         document = OmegaConf.load(path)
     except yaml.YAMLError as error:

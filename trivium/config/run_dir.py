@@ -11,6 +11,7 @@ from pathlib import Path
 
 from trivium.config.load import config_to_yaml
 from trivium.config.schema import TriviumConfig
+from trivium.errors import UserError
 
 RESOLVED_FILE = "config.resolved.yaml"
 
@@ -36,7 +37,13 @@ def write_resolved(config: TriviumConfig) -> Path:
     if not config.checkpoint_job_dir:
         raise ValueError("write_resolved needs a resolved config (checkpoint_job_dir is unset)")
     directory = Path(config.checkpoint_job_dir)
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / RESOLVED_FILE
-    path.write_text(config_to_yaml(config))
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        path.write_text(config_to_yaml(config))
+    except OSError as error:
+        raise UserError(
+            f"Cannot write the run directory {directory}: {error.strerror or error}. It must be writable; "
+            "set checkpoint_root_dir to a writable place."
+        ) from error
     return path

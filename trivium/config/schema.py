@@ -263,6 +263,9 @@ class StorageConfig:
     max_read_timeout: float = opt(1800, "Seconds a reader waits for a full batch from a queue.")
     replay_buffer: ReplayBufferConfig = section(ReplayBufferConfig, "Experience reuse (queue only).")
     capacity: Optional[int] = opt(None, "Most items a queue holds before writers wait; null is unbounded.")
+    max_row_chars: Optional[int] = opt(
+        50000, "Dataset rows with more characters of text than this are skipped and counted; null keeps every row."
+    )
     is_eval: bool = opt(False, "(derived) True for eval tasksets.")
 
 
@@ -339,6 +342,9 @@ class ExplorerConfig:
     max_repeat_times_per_runner: Optional[int] = opt(None, "Split a task's repeats into runner jobs of at most this.")
     max_timeout: float = opt(900, "Seconds a workflow may run.")
     max_retry_times: int = opt(2, "Retries of a failed workflow.")
+    max_failed_steps: Optional[int] = opt(
+        3, "Explore steps in a row in which every task fails before the run stops with an error; null never stops."
+    )
     env_vars: Dict[str, str] = opt({}, "Environment variables set for every runner.")
     rollout_model: InferenceModelConfig = section(InferenceModelConfig, "Engines of the policy being trained.")
     auxiliary_models: List[InferenceModelConfig] = opt([], "Other models workflows may call (judges, reward models).")

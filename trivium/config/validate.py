@@ -16,6 +16,7 @@ from trivium.config.errors import ConfigError, Problem, Suggestion
 from trivium.config.memory import memory_suggestions
 from trivium.config.modes import MODE_TRAITS, traits_of
 from trivium.config.schema import TriviumConfig
+from trivium.config.taskset_size import count_rows
 from trivium.config.typecheck import check_values
 
 
@@ -145,6 +146,8 @@ def _data(config: TriviumConfig, problems: list[Problem]) -> None:
             problems.append(Problem(f"{key}.storage_type", "a taskset is read from 'file' or 'sql', not a queue"))
         elif not taskset.path:
             problems.append(Problem(f"{key}.path", f"taskset '{taskset.name}' needs a path to its data"))
+        elif count_rows(taskset) == 0:
+            problems.append(Problem(f"{key}.path", f"taskset '{taskset.name}' at {taskset.path} has no rows (the data is empty)"))
         _at_least(problems, f"{key}.repeat_times", taskset.repeat_times, 1)
         _between(problems, f"{key}.rollout_args.top_p", float(taskset.rollout_args.get("top_p", 1.0)), 0, 1,
                  low_open=True)

@@ -56,6 +56,11 @@ class Experience:
             self.tokens = torch.as_tensor(self.tokens, dtype=torch.long)
         if self.logprobs is not None and not isinstance(self.logprobs, torch.Tensor):
             self.logprobs = torch.as_tensor(self.logprobs, dtype=torch.float32)
+        if not 0 <= self.prompt_length <= self.tokens.numel():
+            raise ValueError(
+                f"Experience: prompt_length {self.prompt_length} is outside 0..{self.tokens.numel()} "
+                "(the number of tokens, prompt and response together)"
+            )
         if self.action_mask is None:
             self.action_mask = torch.ones(self.response_length, dtype=torch.bool)
         elif not isinstance(self.action_mask, torch.Tensor):

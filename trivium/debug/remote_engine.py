@@ -45,7 +45,7 @@ def check_server(base_url: str, timeout: float = 5.0) -> dict:
 
 
 class RemoteEngine(InferenceEngine):
-    def __init__(self, base_url: str, *, tokenizer_path: str, timeout: float = 600.0):
+    def __init__(self, base_url: str, *, tokenizer_path: str, timeout: float = 600.0, api_key: str | None = None):
         import httpx
         from transformers import AutoTokenizer
 
@@ -55,7 +55,8 @@ class RemoteEngine(InferenceEngine):
             self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
         except OSError as error:
             raise UserError(f"cannot load the tokenizer from {tokenizer_path!r}: {error}") from error
-        self._client = httpx.Client(base_url=self.root, timeout=timeout)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+        self._client = httpx.Client(base_url=self.root, timeout=timeout, headers=headers)
         self._version = int(self.health.get("model_version", 0))
 
     def _post(self, path: str, body: dict) -> dict:
@@ -65,8 +66,12 @@ class RemoteEngine(InferenceEngine):
             response = self._client.post(path, json=body)
         except httpx.TransportError as error:
             raise ServerUnreachable(f"lost the connection to the model server at {self.root} ({error})") from None
-        if response.status_code == 400:
-            raise UserError(f"the model server refused the request: {response.json()['error']['message']}")
+        if 400 <= response.status_code < 500:
+            try:
+                message = response.json()["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                message = response.text
+            raise UserError(f"the model server refused the request ({response.status_code}): {message}")
         response.raise_for_status()
         return response.json()
 

@@ -22,6 +22,7 @@ from trivium.buffer.base import BufferExhausted
 from trivium.core.experience import Experience
 from trivium.explorer.metrics import eval_metrics, rollout_metrics
 from trivium.explorer.runner import RunnerPool, raise_if_all_misconfigured, split_units
+from trivium.explorer.stall import StallWatch
 
 
 @dataclass
@@ -55,6 +56,7 @@ class Explorer:
         max_repeat_times_per_runner: int | None = None,
         model_version: Callable[[], int] = lambda: 0,
         logger: logging.Logger | None = None,
+        max_failed_steps: int | None = 3,
     ):
         self.taskset_reader = taskset_reader
         self.writer = writer
@@ -70,10 +72,15 @@ class Explorer:
         self.model_version = model_version
         self.logger = logger or logging.getLogger("trivium.explorer")
         self.state = ExplorerState()
+        self.stall_watch = StallWatch(max_failed_steps=max_failed_steps)
 
     # ------------------------------------------------------------------ one step
     def explore_step(self) -> dict[str, float] | None:
-        """One step; returns its metrics, or None when the taskset is exhausted."""
+        """One step; returns its metrics, or None when the taskset is exhausted.
+
+        Raises ``ExplorationStalled`` when every task has failed for ``max_failed_steps``
+        steps in a row.
+        """
         if self.state.finished:
             return None
         start = time.perf_counter()
@@ -87,6 +94,7 @@ class Explorer:
         self.state.step += 1
         results = self.runner_pool.run(split_units(tasks, self.max_repeat_times_per_runner))
         raise_if_all_misconfigured(results)
+        self.stall_watch.observe(self.state.step, results)
         experiences = [exp for result in results for exp in result.experiences]
         version = self.model_version()
         for exp in experiences:

@@ -35,6 +35,7 @@ def rollout_metrics(results: list[UnitResult], experiences: list[Experience], se
         "rollout/failed_tasks": float(sum(not r.ok for r in results)),
         "rollout/retries": float(sum(max(0, r.attempts - 1) for r in results)),
         "rollout/timeouts": float(sum(r.timeouts for r in results)),
+        "rollout/dropped_experiences": float(sum(len(r.dropped) for r in results)),
         "rollout/prompt_truncated": float(sum(e.prompt_truncated for e in produced)),
         "time/explore_step": seconds,
     }

@@ -21,6 +21,7 @@ from typing import Any
 from collections.abc import Callable
 
 from trivium.core.experience import Experience
+from trivium.core.experience_check import DEFAULT_MAX_ABS_REWARD, experience_problem
 from trivium.core.task import Task
 from trivium.errors import ComponentDied, UserError
 from trivium.models.engine.busy_clients import BusyClients
@@ -52,6 +53,8 @@ class UnitResult:
     seconds: float = 0.0
     # The last failure was a UserError: bad config or data, which a retry cannot fix.
     user_error: UserError | None = None
+    # Experiences of the successful attempt left out at the door, each with its reason.
+    dropped: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -68,15 +71,35 @@ def split_units(tasks: list[Task], max_repeat_per_runner: int | None) -> list[Ru
     return units
 
 
-def validate_output(output: Any) -> list[Experience]:
+def validate_output(
+    output: Any, *, vocab_size: int | None = None, max_abs_reward: float = DEFAULT_MAX_ABS_REWARD
+) -> tuple[list[Experience], list[str]]:
+    """(experiences that may enter the buffer, reasons for each one dropped).
+
+    Output that is not a list of Experience, an empty list, or a list in which every
+    experience is unusable is a failed attempt (``InvalidWorkflowOutput``), retried like a crash.
+    """
     if not isinstance(output, list) or not all(isinstance(e, Experience) for e in output):
-        raise InvalidWorkflowOutput(f"a workflow must return a list of Experience, got {type(output).__name__}")
-    for exp in output:
-        if exp.response_length < 0 or exp.reward is None:
-            raise InvalidWorkflowOutput("an experience has no reward or a negative response length")
-        if exp.reward != exp.reward or abs(exp.reward) == float("inf"):
-            raise InvalidWorkflowOutput(f"an experience has a non-finite reward {exp.reward}")
-    return output
+        raise InvalidWorkflowOutput(f"a workflow must return a list of Experience, got {_describe(output)}")
+    if not output:
+        raise InvalidWorkflowOutput("the workflow returned no experiences (an empty list)")
+    kept, dropped = [], []
+    for index, exp in enumerate(output):
+        problem = experience_problem(exp, vocab_size=vocab_size, max_abs_reward=max_abs_reward)
+        if problem is None:
+            kept.append(exp)
+        else:
+            dropped.append(f"experience {index}: {problem}")
+    if not kept:
+        raise InvalidWorkflowOutput(f"every experience is unusable; {dropped[0]}")
+    return kept, dropped
+
+
+def _describe(output: Any) -> str:
+    if isinstance(output, list):
+        wrong = next(e for e in output if not isinstance(e, Experience))
+        return f"a list holding a {type(wrong).__name__}"
+    return type(output).__name__
 
 
 def call_with_timeout(fn: Callable[[], Any], timeout: float | None) -> Any:
@@ -122,6 +145,8 @@ class RunnerPool:
         runner_loggers: list[logging.Logger] | None = None,
         logger: logging.Logger | None = None,
         busy: BusyClients | None = None,
+        vocab_size: int | None = None,
+        max_abs_reward: float = DEFAULT_MAX_ABS_REWARD,
     ):
         self.make_workflow = make_workflow
         self.num_runners = max(1, num_runners)
@@ -137,6 +162,9 @@ class RunnerPool:
         # Tells the model batchers how many workflows are running (see BusyClients).
         self.busy = busy
         self._unfinished = 0
+        # What an experience must satisfy to enter the buffer (see experience_problem).
+        self.vocab_size = vocab_size
+        self.max_abs_reward = max_abs_reward
 
     def run(self, units: list[RunUnit]) -> list[UnitResult]:
         # Counted before any starts, so the first request does not go out alone.
@@ -190,7 +218,12 @@ class RunnerPool:
                     "started": time.monotonic(),
                 }
                 try:
-                    experiences = validate_output(self._attempt(unit, runner_id))
+                    experiences, dropped = validate_output(
+                        self._attempt(unit, runner_id), vocab_size=self.vocab_size, max_abs_reward=self.max_abs_reward
+                    )
+                    for reason in dropped:
+                        log.warning("task %s: dropped %s", unit.task.task_id, reason)
+                    result.dropped = dropped
                     for i, exp in enumerate(experiences):
                         exp.group_id = exp.group_id or unit.task.task_id
                         exp.task_id = unit.task.task_id

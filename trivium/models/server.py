@@ -14,10 +14,15 @@ Sampling is the engine's job; concurrent requests are merged into shared engine 
 The completions endpoint also speaks the token-id dialect of vLLM servers
 (``return_tokens_as_token_ids`` gives tokens as ``"token_id:<id>"``), which the ``external``
 engine relies on.
+
+The server binds 127.0.0.1 unless told otherwise. Refusals (a wrong API key, a body over the
+size limit, too many samples, an unknown model or message role, a malformed body) are 4xx
+answers with an OpenAI-style error body; see ``server_guard``.
 """
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -30,15 +35,24 @@ from trivium.errors import UserError
 from trivium.models.chat import encode_chat_prompt, encode_text_prompt, render_chat
 from trivium.models.engine.base import GenerationOutput, InferenceEngine, SamplingParams
 from trivium.models.engine.batcher import RequestBatcher
+from trivium.models.server_guard import (
+    BadRequest,
+    HTTPProblem,
+    ServerLimits,
+    check_api_key,
+    check_messages,
+    check_model_name,
+    check_request_size,
+    check_samples,
+    exposure_warning,
+)
+
+logger = logging.getLogger(__name__)
 
 TOKEN_ID_PREFIX = "token_id:"
 SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingParams))
 # Request keys that map one-to-one onto SamplingParams (OpenAI names plus vLLM's extras).
 _PASSTHROUGH_SAMPLING_KEYS = ("temperature", "top_p", "top_k", "repetition_penalty", "min_tokens", "n", "seed")
-
-
-class BadRequest(UserError):
-    """A request the server cannot serve; returned as HTTP 400 with this message."""
 
 
 # ---------------------------------------------------------------- request parsing
@@ -117,7 +131,8 @@ def output_from_dict(data: dict[str, Any]) -> GenerationOutput:
 class EngineService:
     """The request handlers, independent of the HTTP framework (so they are easy to test)."""
 
-    def __init__(self, engine: InferenceEngine, model_name: str, model_path: str | None = None):
+    def __init__(self, engine: InferenceEngine, model_name: str, model_path: str | None = None,
+                 limits: ServerLimits = ServerLimits()):
         if engine.tokenizer is None:
             raise UserError("the served engine has no tokenizer; text prompts and chat need one")
         self.engine = engine
@@ -125,6 +140,7 @@ class EngineService:
         self.model_name = model_name
         self.model_path = model_path
         self.batcher = RequestBatcher(engine)
+        self.limits = limits
         self.started = int(time.time())
 
     def _generate(self, prompts: list[list[int]], params: list[SamplingParams]) -> list[list[GenerationOutput]]:
@@ -141,6 +157,7 @@ class EngineService:
 
     def completions(self, body: dict[str, Any]) -> dict[str, Any]:
         _refuse_streaming(body)
+        check_model_name(body.get("model"), self.model_name)
         prompts = completion_prompts(self.tokenizer, body.get("prompt"))
         stop_ids = stop_strings_as_token_ids(self.tokenizer, body.get("stop"))
         as_ids = bool(body.get("return_tokens_as_token_ids"))
@@ -151,6 +168,7 @@ class EngineService:
                        for p in prompts]
         else:
             params = sampling_params(body, stop_token_ids=stop_ids)
+            check_samples(prompts=len(prompts), n=params.n, limits=self.limits)
             outputs = self._generate(prompts, [params] * len(prompts))
         prompt_scores = self._prompt_logprobs(prompts) if echo and want_logprobs else None
         choices = []
@@ -183,16 +201,24 @@ class EngineService:
 
     def chat_completions(self, body: dict[str, Any]) -> dict[str, Any]:
         _refuse_streaming(body)
+        check_model_name(body.get("model"), self.model_name)
         messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise BadRequest("`messages` must be a non-empty list of {role, content} objects")
+        check_messages(messages)
         template_kwargs = body.get("chat_template_kwargs") or {}
-        text = render_chat(self.tokenizer, messages, tools=body.get("tools"),
-                           enable_thinking=template_kwargs.get("enable_thinking"))
+        if not isinstance(template_kwargs, dict):
+            raise BadRequest("`chat_template_kwargs` must be an object")
+        try:
+            text = render_chat(self.tokenizer, messages, tools=body.get("tools"),
+                               enable_thinking=template_kwargs.get("enable_thinking"))
+        except UserError:
+            raise
+        except Exception as error:  # the chat template (Jinja) failed on this request's content
+            raise BadRequest(f"the chat template cannot render these messages: {type(error).__name__}: {error}") from error
         prompt = encode_chat_prompt(self.tokenizer, text)
         max_key = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
         stop_ids = stop_strings_as_token_ids(self.tokenizer, body.get("stop"))
         params = sampling_params(body, max_tokens_key=max_key, default_max_tokens=256, stop_token_ids=stop_ids)
+        check_samples(prompts=1, n=params.n, limits=self.limits)
         outputs = self._generate([prompt], [params])
         with_token_ids = bool(body.get("return_token_ids"))
         choices = []
@@ -221,6 +247,8 @@ class EngineService:
             raise BadRequest("`prompts` must be a list of token-id lists")
         raw_params = body.get("params") or {}
         raw_list = raw_params if isinstance(raw_params, list) else [raw_params] * len(prompts)
+        if not all(isinstance(raw, dict) for raw in raw_list):
+            raise BadRequest("`params` must be an object or a list of objects, one per prompt")
         if len(raw_list) != len(prompts):
             raise BadRequest(f"got {len(raw_list)} params for {len(prompts)} prompts; give one or one per prompt")
         params = []
@@ -232,6 +260,7 @@ class EngineService:
                 params.append(SamplingParams(**raw))
             except (TypeError, ValueError) as error:
                 raise BadRequest(f"invalid sampling parameters {raw}: {error}") from error
+            check_samples(prompts=len(prompts), n=params[-1].n, limits=self.limits)
         outputs = self._generate([list(p) for p in prompts], params) if prompts else []
         return {"outputs": [[output_to_dict(o) for o in group] for group in outputs],
                 "model_version": self.engine.version()}
@@ -250,19 +279,53 @@ class EngineService:
         self.batcher.close()
 
 
-def create_app(engine: InferenceEngine, model_name: str = "trivium", model_path: str | None = None):
-    """A FastAPI app serving ``engine``; ``model_name`` is the id clients send as ``model``."""
+def create_app(engine: InferenceEngine, model_name: str = "trivium", model_path: str | None = None, *,
+               api_key: str | None = None, limits: ServerLimits = ServerLimits()):
+    """A FastAPI app serving ``engine``; ``model_name`` is the id clients send as ``model``.
+
+    With ``api_key``, every endpoint but ``/health`` needs ``Authorization: Bearer <api_key>``.
+    """
     from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
 
-    service = EngineService(engine, model_name, model_path)
+    service = EngineService(engine, model_name, model_path, limits)
     app = FastAPI(title=f"trivium model server ({model_name})")
     app.state.service = service
 
+    def refuse(problem: HTTPProblem) -> JSONResponse:
+        return JSONResponse(status_code=problem.status, content=problem.body())
+
     @app.exception_handler(UserError)
     async def user_error(_request: Request, error: UserError) -> JSONResponse:
-        return JSONResponse(status_code=400, content={"error": {
-            "message": str(error), "type": "invalid_request_error", "param": None, "code": None}})
+        return refuse(error if isinstance(error, HTTPProblem) else BadRequest(str(error)))
+
+    @app.exception_handler(RequestValidationError)
+    async def malformed_body(_request: Request, error: RequestValidationError) -> JSONResponse:
+        first = error.errors()[0] if error.errors() else {}
+        where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
+        detail = f"{first.get('msg', 'invalid')}{f' at {where}' if where else ''}"
+        return refuse(BadRequest(f"the request body must be a JSON object: {detail}"))
+
+    @app.exception_handler(Exception)
+    async def unexpected(_request: Request, error: Exception) -> JSONResponse:
+        logger.exception("request failed")
+        return JSONResponse(status_code=500, content={"error": {
+            "message": f"internal error: {type(error).__name__}: {error}", "type": "server_error",
+            "param": None, "code": None}})
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next):
+        try:
+            if request.url.path != "/health":
+                check_api_key(request.headers.get("authorization"), api_key)
+            if request.method == "POST":
+                declared = request.headers.get("content-length")
+                size = int(declared) if declared and declared.isdigit() else len(await request.body())
+                check_request_size(size, limits)
+        except HTTPProblem as problem:
+            return refuse(problem)
+        return await call_next(request)
 
     # Handlers are plain functions: FastAPI runs them in its thread pool, so a slow
     # generation never blocks /health, and concurrent requests meet in the batcher.
@@ -299,23 +362,29 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def serve(engine: InferenceEngine, *, host: str = "127.0.0.1", port: int = 8010, model_name: str = "trivium",
-          model_path: str | None = None, log_level: str = "warning") -> None:
+          model_path: str | None = None, log_level: str = "warning", api_key: str | None = None,
+          limits: ServerLimits = ServerLimits()) -> None:
     """Serve ``engine`` until interrupted (Ctrl-C / SIGTERM); blocks."""
     import uvicorn
 
     check_port_free(host, port)
-    app = create_app(engine, model_name, model_path)
+    warning = exposure_warning(host, api_key)
+    if warning:
+        logger.warning("%s", warning)
+    app = create_app(engine, model_name, model_path, api_key=api_key, limits=limits)
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
 @contextmanager
 def serve_in_thread(engine: InferenceEngine, *, host: str = "127.0.0.1", port: int | None = None,
-                    model_name: str = "trivium", startup_timeout: float = 30.0) -> Iterator[str]:
+                    model_name: str = "trivium", startup_timeout: float = 30.0, api_key: str | None = None,
+                    limits: ServerLimits = ServerLimits()) -> Iterator[str]:
     """Serve ``engine`` from a background thread for the ``with`` block; yields the ``/v1`` base URL."""
     import uvicorn
 
     port = port or free_port(host)
-    server = uvicorn.Server(uvicorn.Config(create_app(engine, model_name), host=host, port=port, log_level="warning"))
+    app = create_app(engine, model_name, api_key=api_key, limits=limits)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name="trivium-model-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + startup_timeout

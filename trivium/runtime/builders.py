@@ -96,6 +96,8 @@ def build_runner_pool(settings: RunSettings, wrappers: list[Any], auxiliary: lis
     return RunnerPool(
         make_workflow=make_workflow,
         num_runners=num_runners,
+        # Token ids the model cannot have produced are refused at the door.
+        vocab_size=getattr(wrappers[0].engine, "vocab_size", None) if wrappers else None,
         concurrent_mode=runners.concurrent_mode,
         max_timeout=runners.max_timeout,
         max_retry_times=runners.max_retry_times,
@@ -164,6 +166,7 @@ def build_explorer(settings: RunSettings, *, taskset_reader: Any, writer: Any, p
         advantage_fn=explorer.group_advantage_fn,
         advantage_fn_args=dict(explorer.advantage_fn_args),
         max_repeat_times_per_runner=explorer.runners.max_repeat_times_per_runner,
+        max_failed_steps=explorer.runners.max_failed_steps,
         model_version=version_fn,
         logger=logging.getLogger("trivium.explorer"),
     )

@@ -151,6 +151,9 @@ class EngineHost:
     def version(self) -> int:
         return self.engine.version()
 
+    def vocab_size(self) -> int | None:
+        return getattr(self.engine, "vocab_size", None)
+
     def join_broadcast_group(self, address: str, port: int, rank: int, world_size: int, backend: str, timeout: float) -> None:
         from trivium.sync.collective import WeightBroadcastGroup
 
@@ -177,6 +180,7 @@ class RemoteEngine(InferenceEngine):
         self.handle = handle
         self.name = name
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path) if tokenizer_path else None
+        self.vocab_size = self._call("vocab_size")
 
     def _call(self, method: str, *args: Any) -> Any:
         return call_actor(self.handle, self.name, method, *args)

@@ -36,6 +36,9 @@ class RunSession:
         self.console = console
         torch.manual_seed(settings.seed)
         self.resume = settings.resume and settings.traits.resumes
+        if self.resume:
+            # A save killed between its two renames is completed (or rolled back) first.
+            ckpt.recover_interrupted_save(self.run_dir)
         self.resume_step = ckpt.latest_checkpoint(self.run_dir) if self.resume else None
         self.trainer: TrainerWorker | Any = None
         self.explorer: ExplorerWorker | Any = None

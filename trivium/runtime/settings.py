@@ -91,6 +91,7 @@ class RunnerSettings:
     max_retry_times: int
     env_vars: dict[str, str]
     max_repeat_times_per_runner: int | None
+    max_failed_steps: int | None  # explore steps in a row with no usable experience before the run stops
 
 
 @dataclass(frozen=True)
@@ -463,6 +464,7 @@ def explorer_settings(config: Any, engine_threads: int | None = None) -> Explore
             max_retry_times=int(explorer.max_retry_times),
             env_vars={str(k): str(v) for k, v in (explorer.env_vars or {}).items()},
             max_repeat_times_per_runner=explorer.max_repeat_times_per_runner,
+            max_failed_steps=explorer.max_failed_steps,
         ),
         eval_interval=int(explorer.eval_interval),
         eval_on_startup=bool(explorer.eval_on_startup),

@@ -22,6 +22,7 @@ import torch
 
 from trivium.buffer.base import BufferExhausted
 from trivium.errors import UserError
+from trivium.models.model_dir import check_model_dir
 from trivium.runtime import builders
 from trivium.runtime.settings import RunSettings
 from trivium.sync.self_check import check_sync, trainer_logprobs
@@ -196,6 +197,7 @@ class TrainerWorker:
         )
         torch.manual_seed(settings.seed)
         trainer_settings = settings.trainer
+        check_model_dir(trainer_settings.model_path, needs_tokenizer=True)
         self.tokenizer = AutoTokenizer.from_pretrained(trainer_settings.model_path)
         pad = self.tokenizer.pad_token_id
         self.trainer = Trainer(

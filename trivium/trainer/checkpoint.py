@@ -9,18 +9,32 @@ Layout (``N`` = trainer step):
   latest_checkpointed_iteration.txt
 
 A checkpoint is written to ``global_step_N.tmp`` and renamed when complete, so a process
-killed mid-save never leaves a half checkpoint that a resume would pick up.
+killed mid-save never leaves a half checkpoint that a resume would pick up. Re-saving an
+existing step never deletes the old directory first: it is renamed aside to
+``global_step_N.old``, the new one renamed in, then the old one deleted;
+``recover_interrupted_save`` repairs a save killed between those renames.
+
+A checkpoint whose files are missing, truncated or unreadable is refused with a message
+(``checkpoint_problem``); ``valid_checkpoints`` and ``latest_checkpoint`` skip such ones and
+log why, so a resume falls back to the previous good checkpoint.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import shutil
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from trivium.errors import UserError
+
+logger = logging.getLogger(__name__)
 
 LATEST_FILE = "latest_checkpointed_iteration.txt"
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
@@ -43,8 +57,107 @@ def list_checkpoints(run_dir: str | Path) -> list[int]:
 
 
 def latest_checkpoint(run_dir: str | Path) -> int | None:
-    steps = list_checkpoints(run_dir)
-    return steps[-1] if steps else None
+    """The newest checkpoint that passes ``checkpoint_problem``; broken newer ones are logged and skipped."""
+    steps = valid_checkpoints(run_dir, first_only=True)
+    return steps[0] if steps else None
+
+
+_reported: set[tuple[str, int]] = set()
+
+
+def valid_checkpoints(run_dir: str | Path, *, first_only: bool = False) -> list[int]:
+    """Steps of complete, readable checkpoints, newest first; broken ones are logged (once) and skipped."""
+    valid = []
+    for step in reversed(list_checkpoints(run_dir)):
+        problem = checkpoint_problem(run_dir, step)
+        if problem is None:
+            valid.append(step)
+            if first_only:
+                break
+        elif (str(run_dir), step) not in _reported:
+            _reported.add((str(run_dir), step))
+            logger.warning("skipping checkpoint %s: %s", step_dir(run_dir, step), problem)
+    return valid
+
+
+def checkpoint_problem(run_dir: str | Path, step: int) -> str | None:
+    """Why ``global_step_<step>`` cannot be loaded (missing, truncated or unreadable files), or None."""
+    actor = step_dir(run_dir, step) / "actor"
+    try:
+        state = json.loads((actor / "trainer_state.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "actor/trainer_state.json is missing (the save did not finish)"
+    except (ValueError, OSError) as error:
+        return f"actor/trainer_state.json is unreadable: {error}"
+    if not isinstance(state, dict) or state.get("global_step") != step:
+        return f"actor/trainer_state.json records step {state.get('global_step') if isinstance(state, dict) else state!r}, not {step}"
+    if not (actor / "config.json").is_file():
+        return "actor/config.json is missing"
+    weights = sorted(actor.glob("*.safetensors"))
+    if not weights:
+        return "actor has no *.safetensors weights"
+    for path in weights + sorted((actor.parent / "critic").glob("*.safetensors")):
+        problem = _safetensors_problem(path)
+        if problem:
+            return f"{path.relative_to(actor.parent)} {problem}"
+    critic_optimizer = actor.parent / "critic" / "optimizer.pt"
+    for path in [actor / "optimizer.pt"] + ([critic_optimizer] if critic_optimizer.exists() else []):
+        if not _is_complete_zip(path):
+            return f"{path.relative_to(actor.parent)} is missing or truncated"
+    return None
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    from safetensors import safe_open
+
+    try:
+        # Opening checks the header against the file size: a truncated file fails here.
+        with safe_open(str(path), framework="pt") as handle:
+            for name in handle.keys():
+                handle.get_slice(name)
+    except Exception as error:  # safetensors raises its own SafetensorError, or OSError
+        return f"is truncated or corrupt ({type(error).__name__}: {str(error).splitlines()[0][:120]})"
+    return None
+
+
+def _is_complete_zip(path: Path) -> bool:
+    """torch.save writes a zip archive; its directory sits at the end, so truncation is caught."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return bool(archive.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+def aside_dir(run_dir: str | Path, step: int) -> Path:
+    return Path(run_dir) / f"global_step_{step}.old"
+
+
+def recover_interrupted_save(run_dir: str | Path) -> list[int]:
+    """Finish or undo re-saves killed between their renames; returns the steps repaired.
+
+    Call it once at start, before looking for a checkpoint to resume from, while no other
+    process writes checkpoints into ``run_dir``.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    repaired = []
+    for aside in sorted(run_dir.glob("global_step_*.old")):
+        match = re.match(r"^global_step_(\d+)\.old$", aside.name)
+        if not match:
+            continue
+        step = int(match.group(1))
+        final = step_dir(run_dir, step)
+        if not final.exists():
+            fresh = final.with_name(final.name + ".tmp")
+            complete = (fresh / "actor" / "trainer_state.json").exists()
+            # The new copy was complete when the save was killed: finish the save; else keep the old one.
+            os.replace(fresh if complete else aside, final)
+            logger.warning("recovered %s from an interrupted save (%s copy)", final, "new" if complete else "previous")
+        shutil.rmtree(aside, ignore_errors=True)
+        repaired.append(step)
+    return repaired
 
 
 def save_checkpoint(
@@ -63,6 +176,7 @@ def save_checkpoint(
 ) -> Path:
     final = step_dir(run_dir, step)
     tmp = final.with_name(final.name + ".tmp")
+    recover_interrupted_save(run_dir)
     shutil.rmtree(tmp, ignore_errors=True)
     actor_dir = tmp / "actor"
     actor.save_pretrained(actor_dir, safe_serialization=True)
@@ -84,10 +198,24 @@ def save_checkpoint(
         (tmp / name).write_text(json.dumps(content, indent=2))
     # trainer_state.json last: its presence marks the actor directory complete.
     (actor_dir / "trainer_state.json").write_text(json.dumps({"global_step": step, **trainer_state}, indent=2))
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-    (Path(run_dir) / LATEST_FILE).write_text(str(step))
+    install(tmp, final, aside_dir(run_dir, step))
+    write_atomically(Path(run_dir) / LATEST_FILE, str(step))
     return final
+
+
+def install(new: Path, final: Path, aside: Path) -> None:
+    """Put ``new`` at ``final`` so that a kill at any moment leaves a complete checkpoint on disk."""
+    shutil.rmtree(aside, ignore_errors=True)
+    if final.exists():
+        os.replace(final, aside)  # the old copy stays whole until the new one is in place
+    os.replace(new, final)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
 
 
 def prune_checkpoints(run_dir: str | Path, keep: int | None, *, protect: set[int] = frozenset()) -> list[int]:
@@ -109,6 +237,16 @@ def strip_hf_exports(run_dir: str | Path, *, except_step: int) -> None:
     for step in list_checkpoints(run_dir):
         if step != except_step:
             shutil.rmtree(step_dir(run_dir, step) / "actor" / "huggingface", ignore_errors=True)
+
+
+def check_loadable(run_dir: str | Path, step: int) -> None:
+    """Raise a UserError naming the checkpoint and what is wrong with it, and the newest good one."""
+    problem = checkpoint_problem(run_dir, step)
+    if problem is None:
+        return
+    others = [s for s in valid_checkpoints(run_dir) if s != step]
+    fallback = f"the newest readable one is global_step_{others[0]}" if others else "no other checkpoint is readable"
+    raise UserError(f"Checkpoint {step_dir(run_dir, step)} cannot be loaded: {problem}; {fallback}.")
 
 
 def load_trainer_state(run_dir: str | Path, step: int) -> dict[str, Any]:

@@ -25,6 +25,8 @@ from trivium.algorithm.policy_losses import POLICY_LOSS_FNS
 from trivium.algorithm.value_loss import clipped_value_loss
 from trivium.core.batch import ExperienceBatch
 from trivium.core.experience import Experience
+from trivium.errors import UserError
+from trivium.models.model_dir import check_model_dir
 from trivium.trainer import checkpoint as ckpt
 from trivium.trainer.critic import CriticModel
 from trivium.trainer.forward import response_logprobs, whole_batch_logprobs
@@ -35,8 +37,13 @@ from trivium.trainer.settings import TrainerSettings
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": torch.float32}
 
 
-def load_causal_lm(path: str, dtype: str = "float32", trainable: bool = True, device: str = "cpu") -> torch.nn.Module:
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES.get(dtype, torch.float32)).to(device)
+def load_causal_lm(path: str, dtype: str = "float32", trainable: bool = True, device: str = "cpu",
+                   key: str = "model.model_path") -> torch.nn.Module:
+    check_model_dir(path, key=key)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES.get(dtype, torch.float32)).to(device)
+    except (OSError, ValueError) as error:
+        raise UserError(f"Cannot load the model in {key}={path!r}: {error}") from error
     model.config.use_cache = False
     if not trainable:
         model.eval()
@@ -84,7 +91,9 @@ class Trainer:
         self.scheduler = build_scheduler(self.optimizer, **schedule)
         self.critic = self.critic_optimizer = self.critic_scheduler = None
         if settings.use_critic:
-            self.critic = CriticModel.from_pretrained(settings.critic_model_path or settings.model_path).to(self.device)
+            critic_key = "model.critic_model_path" if settings.critic_model_path else "model.model_path"
+            critic_path = check_model_dir(settings.critic_model_path or settings.model_path, key=critic_key)
+            self.critic = CriticModel.from_pretrained(str(critic_path)).to(self.device)
             self.critic.train()
             self.critic_optimizer = build_optimizer(
                 self.critic.parameters(), lr=settings.critic_lr, weight_decay=settings.weight_decay
@@ -356,6 +365,7 @@ class Trainer:
         )
 
     def load_checkpoint(self, step: int) -> None:
+        ckpt.check_loadable(self.run_dir, step)
         directory = ckpt.step_dir(self.run_dir, step)
         loaded = load_causal_lm(str(directory / "actor"), self.settings.dtype, device=self.settings.device)
         self.actor.load_state_dict(loaded.state_dict())

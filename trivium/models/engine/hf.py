@@ -25,6 +25,7 @@ from trivium.models.engine.base import (
 from trivium.models.engine.fast_decoder import FastDecoder, unsupported_reason
 from trivium.models.engine.generation import sample_rows
 from trivium.models.engine.hf_decoder import HFDecoder
+from trivium.models.model_dir import check_model_dir
 
 logger = logging.getLogger(__name__)
 
@@ -84,15 +85,17 @@ class HFEngine(InferenceEngine):
         dtype: str | torch.dtype = "float32",
         device: str = "cpu",
         trust_remote_code: bool = False,
+        model_path_key: str = "model.model_path",
         **kwargs,
     ) -> HFEngine:
+        check_model_dir(model_path, key=model_path_key, needs_tokenizer=True)
         try:
             tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
             model = AutoModelForCausalLM.from_pretrained(
                 model_path, dtype=resolve_dtype(dtype), trust_remote_code=trust_remote_code
             )
-        except OSError as error:
-            raise UserError(f"Cannot load model from model_path={model_path!r}: {error}") from error
+        except (OSError, ValueError) as error:
+            raise UserError(f"Cannot load the model in {model_path_key}={model_path!r}: {error}") from error
         return cls(model.to(device), tokenizer, **kwargs)
 
     def _pad_token_id(self) -> int:

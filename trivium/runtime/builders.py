@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_critic, requires_groups
+from trivium.errors import UserError
 from trivium.explorer.explorer import EvalSet, Explorer
 from trivium.explorer.runner import RunnerPool
 from trivium.models.engine.busy_clients import BusyClients
@@ -124,11 +125,32 @@ def build_engines(config: Any, model_path: str | None = None) -> list[Any]:
                 model_path=model_path or rollout.model_path or config.model.model_path,
                 dtype=rollout.dtype or config.model.dtype,
                 seed=(rollout.seed if rollout.seed is not None else config.seed) + index,
-                max_model_len=config.model.max_model_len,
+                max_model_len=rollout.max_model_len or config.model.max_model_len,
+                **_backend_engine_args(config, rollout, index),
                 **_external_engine_args(config) if rollout.engine_type == "external" else {},
             )
         )
     return engines
+
+
+def _backend_engine_args(config: Any, rollout: Any, index: int) -> dict[str, Any]:
+    """The placement and the backend's own rollout-model keys: the hf engine's device, vLLM's arguments."""
+    cluster = config.cluster
+    if rollout.engine_type == "hf":
+        if rollout.tensor_parallel_size != 1:
+            raise UserError("explorer.rollout_model.tensor_parallel_size: the hf engine runs on one device; set it to 1")
+        on_gpu = cluster.device_type == "cuda"
+        # Shared devices: the trainer's GPU; otherwise the GPUs after the trainer's, one per engine.
+        return {"device": ("cuda" if cluster.shared_devices else f"cuda:{cluster.trainer_devices + index}") if on_gpu else "cpu"}
+    if rollout.engine_type == "vllm":
+        return {
+            "tensor_parallel_size": rollout.tensor_parallel_size,
+            "gpu_memory_utilization": rollout.gpu_memory_utilization,
+            "enforce_eager": rollout.enforce_eager,
+            # colocate on one GPU: the engine sleeps (weights offloaded) while the trainer runs.
+            "enable_sleep_mode": config.mode == "colocate" and cluster.device_type == "cuda",
+        }
+    return {}
 
 
 def _external_engine_args(config: Any) -> dict[str, Any]:

@@ -13,6 +13,10 @@ from trivium.models.engine.vllm import VLLMEngine, weight_buckets
 from trivium.sync.self_check import trainer_logprobs
 from trivium.trainer.trainer import load_causal_lm
 
+pytest.importorskip(
+    "vllm", reason="vLLM is not installed in this interpreter; `make test-vllm` runs these tests in .venv-vllm"
+)
+
 PROMPTS = [[11, 25, 37, 42, 56, 61, 70], [90, 12, 33], [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]]
 MAX_MODEL_LEN = 48
 

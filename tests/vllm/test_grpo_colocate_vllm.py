@@ -15,6 +15,10 @@ import yaml
 from trivium.cli.main import main
 from trivium.data.builder import build_task_data
 
+pytest.importorskip(
+    "vllm", reason="vLLM is not installed in this interpreter; `make test-vllm` runs these tests in .venv-vllm"
+)
+
 SHORT_ANSWER_REWARD = textwrap.dedent(
     """
     from trivium.rewards import REWARD_FNS

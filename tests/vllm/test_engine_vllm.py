@@ -14,7 +14,8 @@ from trivium.sync.self_check import trainer_logprobs
 from trivium.trainer.trainer import load_causal_lm
 
 pytest.importorskip(
-    "vllm", reason="vLLM is not installed in this interpreter; `make test-vllm` runs these tests in .venv-vllm"
+    "vllm",
+    reason="vLLM is not installed in this interpreter; `make test-vllm` runs these tests in .venv-vllm",
 )
 
 PROMPTS = [[11, 25, 37, 42, 56, 61, 70], [90, 12, 33], [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]]
@@ -179,9 +180,13 @@ def test_weight_buckets_respect_the_size_and_keep_every_tensor():
     assert all(torch.equal(b[name], state[name]) for b in buckets for name in b)
 
 
-def test_options_trivium_sets_itself_are_refused(tiny_model_dir):
-    with pytest.raises(UserError, match="logprobs_mode"):
+def test_options_trivium_sets_itself_or_vllm_lacks_are_refused_by_name(tiny_model_dir):
+    with pytest.raises(UserError, match="'logprobs_mode' is set by trivium"):
         VLLMEngine(tiny_model_dir, engine_options={"logprobs_mode": "processed_logprobs"})
+    with pytest.raises(UserError, match="explorer.rollout_model.enforce_eager"):
+        VLLMEngine(tiny_model_dir, engine_options={"enforce_eager": True})
+    with pytest.raises(UserError, match="did you mean enable_prefix_caching"):
+        VLLMEngine(tiny_model_dir, enable_prefix_cache=True)
 
 
 def test_sleep_mode_on_cpu_is_a_clear_error(tiny_model_dir):

@@ -16,7 +16,8 @@ from trivium.cli.main import main
 from trivium.data.builder import build_task_data
 
 pytest.importorskip(
-    "vllm", reason="vLLM is not installed in this interpreter; `make test-vllm` runs these tests in .venv-vllm"
+    "vllm",
+    reason="vLLM is not installed in this interpreter; `make test-vllm` runs these tests in .venv-vllm",
 )
 
 SHORT_ANSWER_REWARD = textwrap.dedent(
@@ -39,7 +40,12 @@ def grpo_config(model: str, data: str, run_root: str) -> dict:
         "mode": "colocate",
         "checkpoint_root_dir": run_root,
         "seed": 0,
-        "model": {"model_path": model, "max_prompt_tokens": 32, "max_response_tokens": 8, "max_model_len": 40},
+        "model": {
+            "model_path": model,
+            "max_prompt_tokens": 32,
+            "max_response_tokens": 8,
+            "max_model_len": 40,
+        },
         "cluster": {"gpu_per_node": 0},
         "algorithm": {"algorithm_type": "grpo", "repeat_times": 4, "optimizer": {"lr": 5e-3}},
         "buffer": {
@@ -48,9 +54,17 @@ def grpo_config(model: str, data: str, run_root: str) -> dict:
             "explorer_input": {
                 "default_workflow_type": "math",
                 "default_reward_fn_type": "short_answer",
-                "taskset": {"name": "train", "storage_type": "file", "path": data, "split": "train", "format": taskset_format},
+                "taskset": {
+                    "name": "train",
+                    "storage_type": "file",
+                    "path": data,
+                    "split": "train",
+                    "format": taskset_format,
+                },
             },
-            "trainer_input": {"experience_buffer": {"name": "exp", "storage_type": "queue", "max_read_timeout": 120}},
+            "trainer_input": {
+                "experience_buffer": {"name": "exp", "storage_type": "queue", "max_read_timeout": 120}
+            },
         },
         "explorer": {
             "runner_per_model": 2,
@@ -58,7 +72,11 @@ def grpo_config(model: str, data: str, run_root: str) -> dict:
             "max_timeout": 300,
             "rollout_model": {"engine_type": "vllm", "enforce_eager": True},
         },
-        "trainer": {"use_dynamic_bsz": False, "ppo_micro_batch_size_per_gpu": 16, "save_hf_checkpoint": "never"},
+        "trainer": {
+            "use_dynamic_bsz": False,
+            "ppo_micro_batch_size_per_gpu": 16,
+            "save_hf_checkpoint": "never",
+        },
         "synchronizer": {"sync_interval": 1, "sync_timeout": 300, "self_check_interval": 5},
     }
 
@@ -74,8 +92,12 @@ def test_grpo_with_the_vllm_engine_learns_short_answers(tiny_model_dir, tmp_path
     assert main(["run", "--config", str(config), "--plugin-dir", str(plugins)]) == 0
 
     run_dir = tmp_path / "runs" / "vllm" / "grpo"
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    rewards = [r["rollout/reward_mean"] for r in records if r["role"] == "explorer" and "rollout/reward_mean" in r]
+    records = [
+        json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()
+    ]
+    rewards = [
+        r["rollout/reward_mean"] for r in records if r["role"] == "explorer" and "rollout/reward_mean" in r
+    ]
     trainer_steps = [r for r in records if r["role"] == "trainer" and "actor/pg_loss" in r]
     checks = [r["sync/max_logprob_diff"] for r in records if "sync/max_logprob_diff" in r]
     assert len(rewards) == STEPS and len(trainer_steps) == STEPS

@@ -42,6 +42,16 @@ logger = logging.getLogger(__name__)
 WORKER_EXTENSION = "trivium.models.engine.vllm_extension.WeightSyncExtension"
 # Engine arguments this adapter sets itself; an engine option may not override them.
 RESERVED_OPTIONS = {"model", "tokenizer", "logprobs_mode", "worker_extension_cls", "skip_tokenizer_init"}
+# Engine arguments with a key of their own in explorer.rollout_model.
+ROLLOUT_MODEL_KEYS = {
+    "dtype",
+    "seed",
+    "max_model_len",
+    "tensor_parallel_size",
+    "gpu_memory_utilization",
+    "enforce_eager",
+    "enable_sleep_mode",
+}
 DEFAULT_BUCKET_BYTES = 256 * 2**20
 
 
@@ -101,34 +111,27 @@ class VLLMEngine(InferenceEngine):
         vllm = _import_vllm()
         self._vllm = vllm
         options = {**dict(engine_options or {}), **more_engine_options}
-        reserved = sorted(RESERVED_OPTIONS & set(options))
-        if reserved:
-            raise UserError(
-                f"vLLM engine option(s) {reserved} are set by trivium itself and cannot be overridden"
-            )
+        _check_engine_options(options)
         if enable_sleep_mode:
             _check_sleep_mode_available()
         self.max_model_len = max_model_len
         self.bucket_bytes = int(bucket_bytes)
         self.sleep_enabled = bool(enable_sleep_mode)
         self._asleep = False
-        try:
-            self.llm = vllm.LLM(
-                model=model_path,
-                dtype=dtype,
-                seed=seed,
-                # Scoring a full-length sequence asks for one generated token past it.
-                max_model_len=None if max_model_len is None else max_model_len + 1,
-                tensor_parallel_size=tensor_parallel_size,
-                gpu_memory_utilization=gpu_memory_utilization,
-                enforce_eager=enforce_eager,
-                enable_sleep_mode=enable_sleep_mode,
-                logprobs_mode="raw_logprobs",
-                worker_extension_cls=WORKER_EXTENSION,
-                **options,
-            )
-        except TypeError as error:  # an engine option vLLM does not know
-            raise UserError(f"vLLM rejected the engine options {sorted(options)}: {error}") from error
+        self.llm = vllm.LLM(
+            model=model_path,
+            dtype=dtype,
+            seed=seed,
+            # Scoring a full-length sequence asks for one generated token past it.
+            max_model_len=None if max_model_len is None else max_model_len + 1,
+            tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization,
+            enforce_eager=enforce_eager,
+            enable_sleep_mode=enable_sleep_mode,
+            logprobs_mode="raw_logprobs",
+            worker_extension_cls=WORKER_EXTENSION,
+            **options,
+        )
         if self.max_model_len is None:
             self.max_model_len = self.llm.llm_engine.model_config.max_model_len
         from transformers import AutoTokenizer
@@ -206,11 +209,17 @@ class VLLMEngine(InferenceEngine):
             if not 1 <= p <= len(seq):
                 raise ValueError(f"sequence {index}: prompt_length {p} outside [1, {len(seq)}]")
             if len(seq) > self.max_model_len:
-                raise UserError(f"sequence {index} has {len(seq)} tokens, more than max_model_len={self.max_model_len}")
+                raise UserError(
+                    f"sequence {index} has {len(seq)} tokens, more than max_model_len={self.max_model_len}"
+                )
         self._wake()
-        scoring = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
+        scoring = self._vllm.SamplingParams(
+            max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False
+        )
         results = self.llm.generate(
-            [TokensPrompt(prompt_token_ids=list(s)) for s in sequences], sampling_params=scoring, use_tqdm=False
+            [TokensPrompt(prompt_token_ids=list(s)) for s in sequences],
+            sampling_params=scoring,
+            use_tqdm=False,
         )
         scored = []
         for sequence, prompt_length, result in zip(sequences, prompt_lengths, results):
@@ -240,7 +249,9 @@ class VLLMEngine(InferenceEngine):
                 loaded = self.llm.collective_rpc("trivium_load_bucket", args=(path,))
                 os.remove(path)
                 if len(set(loaded)) != 1:
-                    raise RuntimeError(f"vLLM workers loaded different numbers of tensors from one bucket: {loaded}")
+                    raise RuntimeError(
+                        f"vLLM workers loaded different numbers of tensors from one bucket: {loaded}"
+                    )
         self.llm.collective_rpc("trivium_finish_update", args=(int(version),))
         self.llm.reset_prefix_cache()
         self._version = self._served_version()
@@ -274,6 +285,30 @@ class VLLMEngine(InferenceEngine):
         if llm is not None:
             llm.llm_engine.engine_core.shutdown()
             self.llm = None
+
+
+def _check_engine_options(options: Mapping[str, Any]) -> None:
+    """Every option must be one of vLLM's engine arguments that trivium does not set itself."""
+    import dataclasses
+    import difflib
+
+    import vllm
+    from vllm.engine.arg_utils import EngineArgs
+
+    known = {field.name for field in dataclasses.fields(EngineArgs)}
+    for name in options:
+        if name in ROLLOUT_MODEL_KEYS:
+            raise UserError(
+                f"vLLM engine option {name!r} is a rollout-model key: set explorer.rollout_model.{name}"
+            )
+        if name in RESERVED_OPTIONS:
+            raise UserError(f"vLLM engine option {name!r} is set by trivium itself and cannot be overridden")
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=3)
+            raise UserError(
+                f"{name!r} is not an engine argument of vLLM {vllm.__version__}"
+                + (f"; did you mean {', '.join(close)}?" if close else "")
+            )
 
 
 def _check_sleep_mode_available() -> None:

@@ -139,9 +139,10 @@ def _backend_engine_args(config: Any, rollout: Any, index: int) -> dict[str, Any
     if rollout.engine_type == "hf":
         if rollout.tensor_parallel_size != 1:
             raise UserError("explorer.rollout_model.tensor_parallel_size: the hf engine runs on one device; set it to 1")
-        on_gpu = cluster.device_type == "cuda"
-        # Shared devices: the trainer's GPU; otherwise the GPUs after the trainer's, one per engine.
-        return {"device": ("cuda" if cluster.shared_devices else f"cuda:{cluster.trainer_devices + index}") if on_gpu else "cpu"}
+        if cluster.device_type != "cuda":
+            return {"device": "cpu"}
+        # Shared (colocate): the trainer's GPU; otherwise one GPU per engine, after the trainer's.
+        return {"device": "cuda" if cluster.shared_devices else f"cuda:{cluster.trainer_devices + index}"}
     if rollout.engine_type == "vllm":
         return {
             "tensor_parallel_size": rollout.tensor_parallel_size,

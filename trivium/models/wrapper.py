@@ -143,6 +143,7 @@ class ModelWrapper:
     def park(self) -> None:
         """Release the engine's serving thread until the next request (between steps)."""
         self._batcher.park()
+        self.engine.park()
 
     def close(self) -> None:
         self._batcher.close()

@@ -35,7 +35,11 @@ class EngineSettings:
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
     enforce_eager: bool = False
-    device: str = "cpu"
+    device: str = "cpu"  # cpu | cuda
+    # In one process on GPUs: engine i runs on cuda:<first_device + i>; None shares "cuda" (colocate, or a Ray actor's own GPU).
+    first_device: int | None = None
+    # colocate on one GPU: a vLLM engine sleeps (weights offloaded) while the trainer runs.
+    enable_sleep_mode: bool = False
     # torch threads of the engine's compute (None: the process default); see runtime/cpu_share.py.
     compute_threads: int | None = None
     # OpenAI-compatible API (engine_type external)
@@ -55,14 +59,22 @@ class EngineSettings:
         if self.engine_type == "external":
             kwargs.update(base_url=self.base_url, api_key=self.api_key, model_name=self.model_name)
         if self.engine_type == "hf":
-            kwargs.update(device=self.device, compute_threads=self.compute_threads)
+            if self.tensor_parallel_size != 1:
+                raise UserError("explorer.rollout_model.tensor_parallel_size: the hf engine runs on one device; set it to 1")
+            kwargs.update(device=self.device_of(index), compute_threads=self.compute_threads)
         if self.engine_type == "vllm":
             kwargs.update(
                 tensor_parallel_size=self.tensor_parallel_size,
                 gpu_memory_utilization=self.gpu_memory_utilization,
                 enforce_eager=self.enforce_eager,
+                enable_sleep_mode=self.enable_sleep_mode,
             )
         return kwargs
+
+    def device_of(self, index: int) -> str:
+        if self.device == "cpu" or self.first_device is None:
+            return self.device
+        return f"cuda:{self.first_device + index}"
 
 
 @dataclass(frozen=True)
@@ -342,9 +354,12 @@ def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads:
 
 
 def rollout_engine_settings(config: Any, compute_threads: int | None = None) -> EngineSettings:
-    rollout = config.explorer.rollout_model
+    rollout, cluster = config.explorer.rollout_model, config.cluster
     external = config.model.external_model
     is_external = rollout.engine_type == "external"
+    on_gpu = cluster.device_type == "cuda"
+    # Separate GPUs in one process: the engines take the devices after the trainer's.
+    first_device = cluster.trainer_devices if on_gpu and not cluster.shared_devices and not cluster.uses_ray else None
     return EngineSettings(
         engine_type=rollout.engine_type,
         model_path=rollout.model_path,
@@ -355,7 +370,9 @@ def rollout_engine_settings(config: Any, compute_threads: int | None = None) -> 
         tensor_parallel_size=int(rollout.tensor_parallel_size),
         gpu_memory_utilization=float(rollout.gpu_memory_utilization),
         enforce_eager=bool(rollout.enforce_eager),
-        device="cuda" if config.cluster.device_type == "cuda" and (config.cluster.explorer_devices or 0) else "cpu",
+        device="cuda" if on_gpu else "cpu",
+        first_device=first_device,
+        enable_sleep_mode=config.mode == "colocate" and on_gpu,
         compute_threads=compute_threads,
         base_url=os.environ.get(external.base_url_env) if is_external else None,
         api_key=os.environ.get(external.api_key_env) if is_external else None,

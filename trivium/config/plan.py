@@ -12,11 +12,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from trivium.config.modes import EXPLORING_MODES, TRAINING_MODES
 from trivium.config.resolve import engine_devices, explorer_total_steps
 from trivium.config.schema import TriviumConfig
-
-EXPLORER_MODES = ("both", "explore", "bench", "colocate")
-TRAINER_MODES = ("both", "train", "colocate")
 
 
 @dataclass
@@ -95,12 +93,12 @@ class Plan:
 def explain(config: TriviumConfig) -> Plan:
     """The plan of a resolved config."""
     buffer, mode = config.buffer, config.mode
-    explores = mode in EXPLORER_MODES
-    trains = mode in TRAINER_MODES
+    explores = mode in EXPLORING_MODES
+    trains = mode in TRAINING_MODES
     plan = Plan(
         title=f"run {config.project}/{config.name} -> {config.checkpoint_job_dir}",
         mode=mode,
-        device_lines=_device_lines(config),
+        device_lines=[*_device_lines(config), _placement_line(config)],
         sync_line=(
             f"{config.synchronizer.sync_method} every {config.synchronizer.sync_interval} step(s), "
             f"style {config.synchronizer.sync_style}, offset {config.synchronizer.sync_offset}"
@@ -157,16 +155,16 @@ def _device_lines(config: TriviumConfig) -> list[str]:
     cluster, mode = config.cluster, config.mode
     rollout = config.explorer.rollout_model
     if cluster.device_type == "cpu":
-        users = [name for name, used in (("explorer", mode in EXPLORER_MODES),
-                 ("auxiliary models", bool(config.explorer.auxiliary_models) and mode in EXPLORER_MODES),
-                 ("trainer", mode in TRAINER_MODES)) if used]
+        users = [name for name, used in (("explorer", mode in EXPLORING_MODES),
+                 ("auxiliary models", bool(config.explorer.auxiliary_models) and mode in EXPLORING_MODES),
+                 ("trainer", mode in TRAINING_MODES)) if used]
         verb = "share the CPU" if len(users) > 1 else "runs on the CPU"
         return [f"CPU only ({cluster.node_num} node(s), no GPU): {' and '.join(users)} {verb}"]
     total = cluster.node_num * cluster.gpu_per_node
     lines = [f"{total} GPU(s) = {cluster.node_num} node(s) × {cluster.gpu_per_node}"]
     if mode == "colocate":
         return lines + ["explorer and trainer share GPU 0 (colocate), taking turns"]
-    if mode in EXPLORER_MODES:
+    if mode in EXPLORING_MODES:
         lines.append(
             f"explorer: {cluster.explorer_devices} = {rollout.engine_num} engine(s) × "
             f"{rollout.tensor_parallel_size} tensor-parallel ({rollout.engine_type})"
@@ -176,9 +174,22 @@ def _device_lines(config: TriviumConfig) -> list[str]:
                 f"auxiliary model {index} ({aux.name or aux.model_path}): {engine_devices(aux)} = "
                 f"{aux.engine_num} engine(s) × {aux.tensor_parallel_size} tensor-parallel ({aux.engine_type})"
             )
-    if mode in TRAINER_MODES:
+    if mode in TRAINING_MODES:
         lines.append(f"trainer: {cluster.trainer_devices} (the rest)")
     unused = total - (cluster.explorer_devices or 0) - (cluster.auxiliary_devices or 0) - (cluster.trainer_devices or 0)
     if unused > 0:
         lines.append(f"unused: {unused}")
     return lines
+
+
+def _placement_line(config: TriviumConfig) -> str:
+    cluster, mode = config.cluster, config.mode
+    if not cluster.uses_ray:
+        return "placement: this process" + (" (explorer and trainer in two threads)" if mode == "both" else "")
+    actors = []
+    if mode in EXPLORING_MODES:
+        actors += ["explorer", f"{config.explorer.rollout_model.engine_num} rollout engine(s)"]
+    if mode in TRAINING_MODES:
+        actors.append("trainer")
+    where = f"joins the Ray cluster at {cluster.ray_address}" if cluster.ray_address else "starts a local Ray"
+    return f"placement: Ray actors ({', '.join(actors)}); {where}, namespace {config.ray_namespace}"

@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from trivium.config.modes import EXPLORING_MODES, TRAINING_MODES
 from trivium.config.run_dir import RESOLVED_FILE
 from trivium.errors import UserError
 from trivium.monitor import metric_names as names
@@ -153,8 +154,8 @@ def _fill_progress(info: RunInfo, config: dict, records: list[dict]) -> None:
             info.explore_step = max(info.explore_step, int(record["step"]))
         elif record.get("role") == names.TRAINER:
             info.train_step = max(info.train_step, int(record["step"]))
-    explores = info.mode in ("both", "explore", "bench", "colocate")
-    trains = info.mode in ("both", "train", "colocate")
+    explores = info.mode in EXPLORING_MODES
+    trains = info.mode in TRAINING_MODES
     if explores:
         info.explore_total = buffer.get("total_steps")
     if trains:

@@ -48,6 +48,7 @@ class ExperienceModel(Base):
     advantages: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)  # float32
     returns: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)  # float32
     prompt_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    episode_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
     prompt_text: Mapped[str | None] = mapped_column(Text, nullable=True)
     response_text: Mapped[str | None] = mapped_column(Text, nullable=True)
     info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

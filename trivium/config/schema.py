@@ -46,6 +46,7 @@ MODES = ["both", "train", "explore", "bench", "colocate"]
 ALGORITHM_TYPES = [
     "ppo", "grpo", "opmd", "dpo", "sft", "mix", "rloo", "reinforceplusplus", "remax", "gspo", "cispo",
 ]
+ALGORITHM_TYPES.append("multi_step_grpo")
 LR_SCHEDULERS = ["constant", "cosine"]
 SAMPLE_STRATEGIES = ["default", "staleness_control", "mix"]
 LOSS_AGG_MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"]
@@ -61,6 +62,7 @@ TRAINER_TYPES = ["default", "verl"]
 TRAINER_STRATEGIES = ["fsdp", "fsdp2", "megatron", "none"]
 SAVE_STRATEGIES = ["single_thread", "single_process", "single_node", "unrestricted"]
 SAVE_HF_CHOICES = ["last", "always", "never"]
+TRUNCATION_CHOICES = ["mask", "keep"]
 MONITOR_TYPES = ["none", "tensorboard", "wandb", "mlflow"]
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
@@ -350,6 +352,12 @@ class TrainerConfig:
     ppo_epochs: int = opt(1, "Passes over each training batch.")
     ulysses_sequence_parallel_size: int = opt(1, "Sequence-parallel degree.")
     max_checkpoints_to_keep: Optional[int] = opt(None, "Older checkpoints are deleted; null keeps all.")
+    truncation: str = opt(
+        "mask",
+        "Multi-turn episodes that reached max_model_len and ended there (flagged episode_truncated): "
+        "'mask' keeps them out of the loss, 'keep' trains on their model tokens like any other.",
+        TRUNCATION_CHOICES,
+    )
     trainer_config: Any = opt(
         None, "Backend-specific settings passed through unchanged (e.g. critic); its old_logprobs_source "
         "(auto, recompute or engine) is checked."

@@ -46,6 +46,9 @@ class Experience:
     model_version: int = 0
     # A prompt that was cut to max_prompt_tokens is kept for metrics but not trained on.
     prompt_truncated: bool = False
+    # A multi-turn episode that reached max_model_len and ended there; trained on or not per
+    # the trainer's ``truncation`` setting.
+    episode_truncated: bool = False
     prompt_text: str | None = None
     response_text: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
@@ -97,6 +100,7 @@ class Experience:
             "advantages": listed(self.advantages),
             "returns": listed(self.returns),
             "prompt_truncated": self.prompt_truncated,
+            "episode_truncated": self.episode_truncated,
             "prompt_text": self.prompt_text,
             "response_text": self.response_text,
             "info": self.info,

@@ -36,6 +36,7 @@ def rollout_metrics(results: list[UnitResult], experiences: list[Experience], se
         "rollout/retries": float(sum(max(0, r.attempts - 1) for r in results)),
         "rollout/timeouts": float(sum(r.timeouts for r in results)),
         "rollout/prompt_truncated": float(sum(e.prompt_truncated for e in produced)),
+        "rollout/episode_truncated": float(sum(e.episode_truncated for e in produced)),
         "time/explore_step": seconds,
     }
     if produced:

@@ -97,7 +97,9 @@ class Trainer:
         experiences, stale_metrics = self.apply_staleness_control(experiences)
         if not experiences:
             return {"trainer/skipped_empty_batch": 1.0, **stale_metrics}
-        batch = ExperienceBatch.from_experiences(experiences, self.pad_token_id).to(self.device)
+        batch = ExperienceBatch.from_experiences(
+            experiences, self.pad_token_id, train_truncated_episodes=self.settings.truncation == "keep"
+        ).to(self.device)
         plan = self.plan(batch)
         metrics: dict[str, float] = dict(stale_metrics)
 

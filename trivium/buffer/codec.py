@@ -48,6 +48,7 @@ def experience_to_row(experience: Experience) -> dict[str, Any]:
     return {
         "eid": experience.eid,
         "group_id": experience.group_id,
+        "episode_id": experience.episode_id,
         "task_id": experience.task_id,
         "run_id": experience.run_id,
         "model_version": experience.model_version,
@@ -79,6 +80,7 @@ def row_to_experience(row: Any) -> Experience:
         returns=unpack_floats(row.returns),
         eid=row.eid,
         group_id=row.group_id or "",
+        episode_id=row.episode_id or "",
         task_id=row.task_id or "",
         run_id=row.run_id or 0,
         model_version=row.model_version or 0,

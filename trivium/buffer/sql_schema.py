@@ -37,6 +37,7 @@ class ExperienceModel(Base):
     buffer: Mapped[str] = mapped_column(String(128), default="", index=False)
     eid: Mapped[str] = mapped_column(String(64), index=True)
     group_id: Mapped[str] = mapped_column(String(128), default="")
+    episode_id: Mapped[str] = mapped_column(String(128), default="")
     task_id: Mapped[str] = mapped_column(String(256), default="")
     run_id: Mapped[int] = mapped_column(Integer, default=0)
     model_version: Mapped[int] = mapped_column(Integer, default=0)

@@ -41,6 +41,8 @@ class Experience:
     # Identity and grouping: experiences with the same group_id were sampled from one task.
     eid: str = field(default_factory=new_experience_id)
     group_id: str = ""
+    # Steps of one multi-turn episode share an episode_id ("" : the experience is a whole episode).
+    episode_id: str = ""
     task_id: str = ""
     run_id: int = 0
     model_version: int = 0
@@ -89,6 +91,7 @@ class Experience:
         return {
             "eid": self.eid,
             "group_id": self.group_id,
+            "episode_id": self.episode_id,
             "task_id": self.task_id,
             "run_id": self.run_id,
             "model_version": self.model_version,
@@ -110,3 +113,10 @@ class Experience:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Experience:
         return cls(**data)
+
+
+def episode_index(experiences: list[Experience]) -> list[int]:
+    """Each experience's episode as a small integer: shared episode_id, or its own row."""
+    labels = [e.episode_id or f"row:{e.eid}" for e in experiences]
+    index = {label: i for i, label in enumerate(dict.fromkeys(labels))}
+    return [index[label] for label in labels]

@@ -17,14 +17,14 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM
 
-from trivium.algorithm.advantages import ADVANTAGE_FNS
+from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_episodes
 from trivium.algorithm.aggregation import masked_mean
 from trivium.algorithm.entropy import ENTROPY_LOSS_FNS
 from trivium.algorithm.kl import KL_FNS, apply_kl_penalty, kl_loss
 from trivium.algorithm.policy_losses import POLICY_LOSS_FNS
 from trivium.algorithm.value_loss import clipped_value_loss
 from trivium.core.batch import ExperienceBatch
-from trivium.core.experience import Experience
+from trivium.core.experience import Experience, episode_index
 from trivium.trainer import checkpoint as ckpt
 from trivium.trainer.critic import CriticModel
 from trivium.trainer.forward import response_logprobs, whole_batch_logprobs
@@ -209,12 +209,17 @@ class Trainer:
         group_index = {gid: i for i, gid in enumerate(dict.fromkeys(e.group_id for e in experiences))}
         group_ids = torch.tensor([group_index[e.group_id] for e in experiences], dtype=torch.long, device=self.device)
         baseline = torch.tensor([float(e.info.get("baseline_reward", 0.0)) for e in experiences], device=self.device)
-        advantages, returns = ADVANTAGE_FNS.get(loss.advantage_fn)(
+        advantage_fn = ADVANTAGE_FNS.get(loss.advantage_fn)
+        episodes = {}
+        if requires_episodes(advantage_fn):
+            episodes["episode_ids"] = torch.tensor(episode_index(experiences), dtype=torch.long, device=self.device)
+        advantages, returns = advantage_fn(
             token_level_rewards=token_rewards,
             response_mask=batch.response_mask,
             group_ids=group_ids,
             values=values,
             baseline_rewards=baseline,
+            **episodes,
             **loss.advantage_fn_args,
         )
         batch.advantages, batch.returns = advantages, returns

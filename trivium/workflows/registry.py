@@ -14,6 +14,7 @@ WORKFLOWS: Registry[type] = Registry(
         "trivium.workflows.simple_workflow",
         "trivium.workflows.math_workflow",
         "trivium.workflows.countdown_workflow",
+        "trivium.workflows.frozen_lake_workflow",
     ),
 )
 

@@ -172,6 +172,18 @@ class ModelWrapper:
             tokens = tokens.tolist()
         return self.engine.compute_logprobs([list(tokens)], [prompt_length])[0]
 
+    def openai_client(self, *, model_name: str = "policy"):
+        """A client shaped like ``openai.OpenAI`` that calls this wrapper in process."""
+        from trivium.models.openai_client import OpenAIClient
+
+        return OpenAIClient(self, model_name=model_name)
+
+    def openai_async_client(self, *, model_name: str = "policy"):
+        """A client shaped like ``openai.AsyncOpenAI`` that calls this wrapper in process."""
+        from trivium.models.openai_client import AsyncOpenAIClient
+
+        return AsyncOpenAIClient(self, model_name=model_name)
+
     def extract_experience_from_history(self, clear: bool = True) -> list[Experience]:
         """Experiences sampled since the last extraction (only with ``enable_history``).
 

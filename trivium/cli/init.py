@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="generate a task dataset with train and test splits",
         description="Write OUT/train.<fmt> and OUT/test.<fmt>; datasets.load_dataset(OUT, split=...) reads them.",
     )
-    data.add_argument("--task", choices=("arithmetic", "countdown", "frozen_lake"), required=True)
+    data.add_argument("--task", choices=("arithmetic", "countdown", "frozen_lake", "guessing"), required=True)
     data.add_argument("--out", required=True, help="output directory")
     data.add_argument("--seed", type=int, default=0)
     data.add_argument("--num-train", type=int, default=1000)
@@ -51,7 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--overwrite", action="store_true", help="replace existing split files")
     data.add_argument("--subtraction", action="store_true", help="arithmetic: also a - b problems (a >= b)")
     data.add_argument("--num-numbers", type=int, help="countdown: numbers per problem (default 3)")
-    data.add_argument("--max-number", type=int, help="countdown: largest given number (default 20)")
+    data.add_argument(
+        "--max-number", type=int, help="countdown: largest given number (default 20); guessing: top of the range (16)"
+    )
     data.add_argument("--max-target", type=int, help="countdown: largest target (default 100)")
     data.add_argument("--size", type=int, help="frozen_lake: the lake's side (default 3)")
     data.add_argument("--max-holes", type=int, help="frozen_lake: most holes on a map (default 2)")
@@ -75,6 +77,7 @@ def init_data(args: argparse.Namespace) -> int:
         "arithmetic": ("subtraction",),
         "countdown": ("num_numbers", "max_number", "max_target"),
         "frozen_lake": ("size", "max_holes"),
+        "guessing": ("max_number",),
     }
     given = {
         name: getattr(args, name)

@@ -43,8 +43,9 @@ from trivium.models.tool_calls import ToolCallParser, tool_call_parser_named
 
 logger = logging.getLogger(__name__)
 
-# Conversations remembered for continuation; the oldest are forgotten first.
-MAX_REMEMBERED_CONVERSATIONS = 20000
+# Conversations remembered for continuation, bounded by their total tokens; the least
+# recently used are forgotten first (a forgotten one sent back is rendered from its text).
+MAX_REMEMBERED_TOKENS = 4_000_000
 
 ROLLOUT_ARG_KEYS = (
     "temperature",
@@ -103,6 +104,7 @@ class ModelWrapper:
         self._history_lock = threading.Lock()
         self._conversations: OrderedDict[str, Conversation] = OrderedDict()
         self._conversations_lock = threading.Lock()
+        self._remembered_tokens = 0
         # Turns where the chat template was not prefix-preserving (see conversation.py).
         self.template_drift_events = 0
         self._drift_warned = False
@@ -332,14 +334,22 @@ class ModelWrapper:
                 and self.max_model_len is not None
                 and len(grown.tokens) >= self.max_model_len
             )
-            with self._conversations_lock:
-                self._conversations[grown.key] = grown
-                while len(self._conversations) > MAX_REMEMBERED_CONVERSATIONS:
-                    self._conversations.popitem(last=False)
+            self._remember(grown)
             experience = grown.to_experience()
             self._record(grown, experience)
             results.append((experience, visible))
         return results
+
+    def _remember(self, conversation: Conversation) -> None:
+        with self._conversations_lock:
+            replaced = self._conversations.pop(conversation.key, None)
+            if replaced is not None:
+                self._remembered_tokens -= len(replaced.tokens)
+            self._conversations[conversation.key] = conversation
+            self._remembered_tokens += len(conversation.tokens)
+            while self._remembered_tokens > MAX_REMEMBERED_TOKENS and len(self._conversations) > 1:
+                _, oldest = self._conversations.popitem(last=False)
+                self._remembered_tokens -= len(oldest.tokens)
 
     def _ended(self, conversation: Conversation, n: int) -> list[tuple[Experience, dict]]:
         """No room for another turn: the episode so far, flagged, with an empty reply."""

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from trivium.cli.main import main
@@ -34,8 +35,18 @@ def shortened_config(tmp_path: Path, model: str, data: str) -> str:
     return str(path)
 
 
+@pytest.fixture
+def one_torch_thread():
+    """On a CPU shared with other work, two OpenMP threads spin against each other (steps of
+    this tiny model take seconds instead of tenths); one thread keeps the test short."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.mark.slow
-def test_frozen_lake_success_rate_rises_with_multi_step_grpo(tmp_path, tiny_model_dir):
+def test_frozen_lake_success_rate_rises_with_multi_step_grpo(tmp_path, tiny_model_dir, one_torch_thread):
     data = build_task_data("frozen_lake", tmp_path / "data", num_train=120, num_test=24)
     assert main(["run", "--config", shortened_config(tmp_path, tiny_model_dir, str(data))]) == 0
 

@@ -45,7 +45,9 @@ def test_tool_calls_are_parsed_and_a_tool_reply_continues_the_episode(engine):
     wrapper = ModelWrapper(
         engine, max_response_tokens=4, max_model_len=256, tool_call_parser="hermes", enable_history=True
     )
-    message = wrapper._assistant_message('Going. <tool_call>{"name": "move", "arguments": {"to": "D"}}</tool_call>')
+    message = wrapper._assistant_message(
+        'Going. <tool_call>{"name": "move", "arguments": {"to": "D"}}</tool_call>'
+    )
     assert message["content"] == "Going."
     assert message["tool_calls"][0]["function"] == {"name": "move", "arguments": '{"to": "D"}'}
     client = wrapper.openai_client()
@@ -53,7 +55,11 @@ def test_tool_calls_are_parsed_and_a_tool_reply_continues_the_episode(engine):
     # An agent echoes the assistant message (with any tool calls) and adds the tool's answer.
     echoed = first.choices[0].message.model_dump(exclude_none=True)
     echoed["tool_calls"] = message["tool_calls"]
-    follow_up = [{"role": "user", "content": "Go"}, echoed, {"role": "tool", "tool_call_id": "call_1", "content": "moved"}]
+    follow_up = [
+        {"role": "user", "content": "Go"},
+        echoed,
+        {"role": "tool", "tool_call_id": "call_1", "content": "moved"},
+    ]
     second = client.chat.completions.create(messages=follow_up, tools=TOOLS)
     client.chat.completions.create(
         messages=follow_up + [second.choices[0].message, {"role": "user", "content": "ok"}], tools=TOOLS
@@ -75,4 +81,6 @@ def test_async_client_and_clear_errors(engine):
     with pytest.raises(UserError, match="stream"):
         sync_client.chat.completions.create(messages=[{"role": "user", "content": "Hi"}], stream=True)
     with pytest.raises(UserError, match="tool_choice"):
-        sync_client.chat.completions.create(messages=[{"role": "user", "content": "Hi"}], tool_choice="required")
+        sync_client.chat.completions.create(
+            messages=[{"role": "user", "content": "Hi"}], tool_choice="required"
+        )

@@ -63,7 +63,9 @@ def test_four_turn_episode_logprobs_match_the_trainer_exactly(engine, tiny_model
     with torch.no_grad():
         recomputed, _ = response_logprobs(trainer.actor, batch)
     model_tokens = final.action_mask
-    assert torch.allclose(recomputed[0, : final.response_length][model_tokens], final.logprobs[model_tokens], atol=1e-4)
+    assert torch.allclose(
+        recomputed[0, : final.response_length][model_tokens], final.logprobs[model_tokens], atol=1e-4
+    )
     # History keeps the episode once, whole.
     (recorded,) = wrapper.extract_experience_from_history()
     assert torch.equal(recorded.tokens, final.tokens)
@@ -83,7 +85,9 @@ def test_environment_tokens_are_the_templates_own_ids(engine):
 
 
 def test_a_template_that_rewrites_earlier_turns_is_detected_and_reported(engine, caplog):
-    wrapper = ModelWrapper(engine, chat_template=LATEST_MARKING_TEMPLATE, max_response_tokens=4, max_model_len=256)
+    wrapper = ModelWrapper(
+        engine, chat_template=LATEST_MARKING_TEMPLATE, max_response_tokens=4, max_model_len=256
+    )
     with caplog.at_level(logging.WARNING, logger="trivium.models.wrapper"):
         experiences, _ = play(wrapper, 4)
     warnings = [r.getMessage() for r in caplog.records if "not prefix-preserving" in r.getMessage()]
@@ -113,12 +117,17 @@ def test_independent_samples_of_one_prompt_are_separate_conversations(engine):
     wrapper = ModelWrapper(engine, max_response_tokens=4, max_model_len=256, enable_history=True)
     messages = [{"role": "user", "content": "Find the goal."}]
     first, second = wrapper.chat(messages, n=2, seed=3)
-    follow_up = messages + [{"role": "assistant", "content": second.response_text}, {"role": "user", "content": "and?"}]
+    follow_up = messages + [
+        {"role": "assistant", "content": second.response_text},
+        {"role": "user", "content": "and?"},
+    ]
     (continued,) = wrapper.chat(follow_up, seed=4)
     assert torch.equal(continued.tokens[: second.tokens.numel()], second.tokens)
     recorded = wrapper.extract_experience_from_history()
     # The first branch stays; the second was replaced by its continuation.
-    assert sorted(e.response_length for e in recorded) == sorted([first.response_length, continued.response_length])
+    assert sorted(e.response_length for e in recorded) == sorted(
+        [first.response_length, continued.response_length]
+    )
 
 
 def test_hermes_parser_turns_tool_call_blocks_into_openai_tool_calls():

@@ -109,7 +109,8 @@ def test_multi_turn_history_continues_the_first_turns_tokens(engine):
     assert torch.equal(second.tokens[: first.tokens.numel()], first.tokens)
     assert engine.tokenizer.decode(second.tokens).count("<|im_start|>") == 4
     # A conversation the wrapper never sampled is rendered from its messages.
-    (fresh,) = wrapper.chat(MESSAGES + [{"role": "assistant", "content": "5"}, {"role": "user", "content": "Why?"}])
+    written = MESSAGES + [{"role": "assistant", "content": "5"}, {"role": "user", "content": "Why?"}]
+    (fresh,) = wrapper.chat(written)
     assert fresh.prompt_text.count("<|im_start|>") == 4
 
 

@@ -45,7 +45,10 @@ def test_guessing_workflow_uses_the_feedback_turns(async_scripted_model):
     task = Task(raw={"secret": 6, "low": 1, "high": 16}, workflow="guessing", task_id="g")
     (episode,) = WORKFLOWS.get("guessing")(task=task, model=model).run()
     assert episode.reward == 1.0 and episode.metrics["env_steps"] == 3
-    assert [m["content"] for m in model.calls[-1]["messages"] if m["role"] == "user"][1:] == ["Lower.", "Higher."]
+    assert [m["content"] for m in model.calls[-1]["messages"] if m["role"] == "user"][1:] == [
+        "Lower.",
+        "Higher.",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -60,7 +63,11 @@ def test_guessing_workflow_uses_the_feedback_turns(async_scripted_model):
 )
 def test_tool_call_reward_by_hand(reply, reward):
     value, components = score(
-        REWARD_FNS.get("tool_call_reward"), prompt="", response=reply, ground_truth=EXPECTED, tools=[WEATHER_TOOL]
+        REWARD_FNS.get("tool_call_reward"),
+        prompt="",
+        response=reply,
+        ground_truth=EXPECTED,
+        tools=[WEATHER_TOOL],
     )
     assert value == reward
 
@@ -68,7 +75,11 @@ def test_tool_call_reward_by_hand(reply, reward):
 def test_toolcall_workflow_passes_tools_and_scores_each_reply(scripted_model):
     model = scripted_model([call("get_weather", {"city": "Oslo", "days": 2}), "no idea"])
     task = Task(
-        raw={"question": "Weather in Oslo for 2 days?", "tools": [WEATHER_TOOL], "answer": json.dumps(EXPECTED)},
+        raw={
+            "question": "Weather in Oslo for 2 days?",
+            "tools": [WEATHER_TOOL],
+            "answer": json.dumps(EXPECTED),
+        },
         workflow="toolcall",
         repeat_times=2,
         task_id="t",
@@ -80,7 +91,9 @@ def test_toolcall_workflow_passes_tools_and_scores_each_reply(scripted_model):
 
 @pytest.fixture(scope="module")
 def tiny_wrapper(tiny_model_dir):
-    return ModelWrapper(create_engine("hf", model_path=tiny_model_dir, seed=0), max_response_tokens=4, max_model_len=256)
+    return ModelWrapper(
+        create_engine("hf", model_path=tiny_model_dir, seed=0), max_response_tokens=4, max_model_len=256
+    )
 
 
 def test_rubric_judge_grades_each_reply_with_the_auxiliary_engine(tiny_wrapper):
@@ -96,7 +109,10 @@ def test_rubric_judge_grades_each_reply_with_the_auxiliary_engine(tiny_wrapper):
     judged = judge.extract_experience_from_history()
     assert len(experiences) == 3 and len(judged) == 3
     for experience, verdict in zip(experiences, judged):
-        assert "Full marks for the right number." in verdict.prompt_text and "Reference answer: 4" in verdict.prompt_text
+        assert (
+            "Full marks for the right number." in verdict.prompt_text
+            and "Reference answer: 4" in verdict.prompt_text
+        )
         expected = parse_score(verdict.response_text)
         assert experience.reward == (0.0 if expected is None else expected)
         assert experience.metrics["judge_unparsed"] == float(expected is None)

@@ -17,7 +17,13 @@ LAKE = ["S..", ".H.", "..G"]
 
 
 def lake_task(workflow="frozen_lake", **workflow_args):
-    return Task(raw={"map": LAKE}, workflow=workflow, workflow_args=workflow_args, task_id="lake-1", taskset_name="lakes")
+    return Task(
+        raw={"map": LAKE},
+        workflow=workflow,
+        workflow_args=workflow_args,
+        task_id="lake-1",
+        taskset_name="lakes",
+    )
 
 
 def test_frozen_lake_rules_walls_holes_goal_and_unreadable_replies():

@@ -26,7 +26,9 @@ from trivium.registry import Registry
 AdvantageFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
 # Estimators defined in other modules register when the registry is first read.
-ADVANTAGE_FNS: Registry[AdvantageFn] = Registry("advantage_fn", builtin_modules=("trivium.algorithm.multi_step",))
+ADVANTAGE_FNS: Registry[AdvantageFn] = Registry(
+    "advantage_fn", builtin_modules=("trivium.algorithm.multi_step",)
+)
 
 
 def register_advantage_fn(

@@ -48,7 +48,9 @@ def multi_step_grpo_advantages(
     count = torch.zeros(len(episodes)).index_add_(0, row_to_episode, torch.ones_like(row_scores))
     # s_e = mean over the episode's rows
     episode_scores = torch.zeros(len(episodes)).index_add_(0, row_to_episode, row_scores) / count
-    episode_groups = torch.zeros(len(episodes), dtype=group_ids.dtype).index_copy_(0, row_to_episode, group_ids)
+    episode_groups = torch.zeros(len(episodes), dtype=group_ids.dtype).index_copy_(
+        0, row_to_episode, group_ids
+    )
     stats = group_stats(episode_scores, episode_groups)
     if std_normalize:
         # a_e = (s_e - mean_g) / (std_g + epsilon)

@@ -52,7 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--subtraction", action="store_true", help="arithmetic: also a - b problems (a >= b)")
     data.add_argument("--num-numbers", type=int, help="countdown: numbers per problem (default 3)")
     data.add_argument(
-        "--max-number", type=int, help="countdown: largest given number (default 20); guessing: top of the range (16)"
+        "--max-number",
+        type=int,
+        help="countdown: largest given number (default 20); guessing: top of the range (default 16)",
     )
     data.add_argument("--max-target", type=int, help="countdown: largest target (default 100)")
     data.add_argument("--size", type=int, help="frozen_lake: the lake's side (default 3)")

@@ -52,7 +52,8 @@ def build_task_data(
     SFT target, ``<answer>...</answer>``); countdown rows also have ``numbers`` and
     ``target``; frozen_lake rows have ``map``, ``question`` (its first observation) and a
     random move as ``response``; guessing rows have ``secret``, ``low``, ``high``,
-    ``question`` and a random number as ``response``. The same arguments always write the same rows. Returns ``out_dir``.
+    ``question`` and a random number as ``response``. The same arguments always write the
+    same rows. Returns ``out_dir``.
     """
     if task not in TASK_GENERATORS:
         raise UserError(f"Unknown task '{task}'. Choose one of: {', '.join(TASK_GENERATORS)}.")

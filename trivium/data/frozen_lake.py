@@ -43,8 +43,8 @@ def generate_frozen_lake(count: int, rng: random.Random, size: int = 3, max_hole
     space = map_space(size, max_holes)
     if count > len(space):
         raise UserError(
-            f"asked for {count} frozen lake maps but only {len(space)} distinct {size}x{size} maps with at most "
-            f"{max_holes} holes exist; lower --num-train/--num-test or raise --size/--max-holes"
+            f"asked for {count} frozen lake maps but only {len(space)} distinct {size}x{size} maps "
+            f"with at most {max_holes} holes exist; lower --num-train/--num-test or raise --size/--max-holes"
         )
     rows = []
     for index in rng.sample(range(len(space)), count):

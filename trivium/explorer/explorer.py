@@ -119,7 +119,11 @@ class Explorer:
         if requires_episodes(self.advantage_fn):
             episodes["episode_ids"] = torch.tensor(episode_index(experiences), dtype=torch.long)
         advantages, _ = self.advantage_fn(
-            token_level_rewards=rewards, response_mask=mask, group_ids=group_ids, **episodes, **self.advantage_fn_args
+            token_level_rewards=rewards,
+            response_mask=mask,
+            group_ids=group_ids,
+            **episodes,
+            **self.advantage_fn_args,
         )
         for exp, advantage in zip(experiences, advantages[:, 0].tolist()):
             exp.advantages = torch.full((exp.response_length,), advantage, dtype=torch.float32)

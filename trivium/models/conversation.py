@@ -98,7 +98,13 @@ class Conversation:
 
     @classmethod
     def start(
-        cls, *, messages: list[dict], tools: list[dict] | None, ids: list[int], text: str, prompt_truncated: bool
+        cls,
+        *,
+        messages: list[dict],
+        tools: list[dict] | None,
+        ids: list[int],
+        text: str,
+        prompt_truncated: bool,
     ) -> Conversation:
         return cls(
             messages=[dict(m) for m in messages],
@@ -162,7 +168,9 @@ class Conversation:
             else:  # the same text, but the model's ids are not how the tokenizer would write it
                 added = renderer.ids(rendered[len(self.text) :])
                 grown.drifts.append(
-                    TemplateDrift(self.model_turns, "ids", "the model's sampled ids differ from the tokenizer's")
+                    TemplateDrift(
+                        self.model_turns, "ids", "the model's sampled ids differ from the tokenizer's"
+                    )
                 )
             grown.text = rendered
         else:
@@ -228,4 +236,5 @@ def conversation_key(messages: list[dict], tools: list[dict] | None) -> str:
 
 def _divergence(held: str, rendered: str) -> str:
     at = next((i for i, (a, b) in enumerate(zip(held, rendered)) if a != b), min(len(held), len(rendered)))
-    return f"first difference at character {at}: held {held[at:at + 30]!r}, rendered {rendered[at:at + 30]!r}"
+    held, rendered = held[at : at + 30], rendered[at : at + 30]
+    return f"first difference at character {at}: held {held!r}, rendered {rendered!r}"

@@ -30,8 +30,21 @@ from trivium.errors import UserError
 if TYPE_CHECKING:
     from trivium.models.wrapper import ModelWrapper
 
-SUPPORTED = ("messages", "model", "n", "temperature", "top_p", "max_tokens", "max_completion_tokens", "seed",
-             "tools", "tool_choice", "logprobs", "top_logprobs", "user")
+SUPPORTED = (
+    "messages",
+    "model",
+    "n",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "seed",
+    "tools",
+    "tool_choice",
+    "logprobs",
+    "top_logprobs",
+    "user",
+)
 
 
 def _openai_types():
@@ -84,7 +97,9 @@ class _Request:
                 f"the in-process client takes: {', '.join(SUPPORTED)}"
             )
         if kwargs.get("stream"):
-            raise UserError("stream=True is not supported by the in-process client; read the whole completion")
+            raise UserError(
+                "stream=True is not supported by the in-process client; read the whole completion"
+            )
         if "messages" not in kwargs:
             raise UserError("chat.completions.create needs messages=[...]")
         self.messages = plain_messages(kwargs["messages"])
@@ -155,7 +170,9 @@ class OpenAIClient:
                         role="assistant", content=message.get("content"), tool_calls=tool_calls
                     ),
                     finish_reason="tool_calls" if tool_calls else finish,
-                    logprobs=self._logprobs(types, turn_ids, turn_logprobs) if request.want_logprobs else None,
+                    logprobs=self._logprobs(types, turn_ids, turn_logprobs)
+                    if request.want_logprobs
+                    else None,
                 )
             )
         first = turns[0][0]

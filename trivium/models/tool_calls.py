@@ -56,7 +56,9 @@ def _openai_call(body: str) -> dict | None:
         "type": "function",
         "function": {
             "name": data["name"],
-            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False),
+            "arguments": arguments
+            if isinstance(arguments, str)
+            else json.dumps(arguments, ensure_ascii=False),
         },
     }
 

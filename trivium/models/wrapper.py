@@ -235,9 +235,9 @@ class ModelWrapper:
                 enable_thinking=self.enable_thinking,
                 tools=tools,
             )
+            ids = encode_chat_prompt(self.tokenizer, text)
             return Conversation.start(
-                messages=messages, tools=tools, ids=encode_chat_prompt(self.tokenizer, text), text=text,
-                prompt_truncated=False,
+                messages=messages, tools=tools, ids=ids, text=text, prompt_truncated=False
             )
         grown = known.with_environment(messages[end:], self.renderer)
         self._note_drift(known, grown)
@@ -269,7 +269,9 @@ class ModelWrapper:
     def _text_request(self, prompt: str, n, rollout_args) -> dict:
         return self._request(prompt, encode_text_prompt(self.tokenizer, prompt), n, rollout_args)
 
-    def _request(self, text: str, ids: list[int], n: int, rollout_args: dict, *, room: int | None = None) -> dict:
+    def _request(
+        self, text: str, ids: list[int], n: int, rollout_args: dict, *, room: int | None = None
+    ) -> dict:
         """One engine request. ``room``: a later turn's space left in the context (no prompt limits)."""
         args = {**self.default_rollout_args, **self._checked_args(rollout_args)}
         if n != 1 or "n" not in args:  # an explicit n wins over rollout_args' n

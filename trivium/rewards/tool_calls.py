@@ -24,9 +24,15 @@ from trivium.rewards.registry import REWARD_FNS
 def expected_call(ground_truth: Any) -> dict[str, Any]:
     call = json.loads(ground_truth) if isinstance(ground_truth, str) else ground_truth
     if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-        raise UserError(f"tool_call_reward needs a ground truth like {{'name': ..., 'arguments': {{...}}}}; got {ground_truth!r}")
+        raise UserError(
+            "tool_call_reward needs a ground truth like {'name': ..., 'arguments': {...}}; "
+            f"got {ground_truth!r}"
+        )
     arguments = call.get("arguments", {})
-    return {"name": call["name"], "arguments": json.loads(arguments) if isinstance(arguments, str) else arguments}
+    return {
+        "name": call["name"],
+        "arguments": json.loads(arguments) if isinstance(arguments, str) else arguments,
+    }
 
 
 def schema_of(tools: list[dict] | None, name: str) -> dict | None:
@@ -43,7 +49,9 @@ def matches_schema(arguments: Any, schema: dict | None) -> bool:
     try:
         import jsonschema
     except ImportError as error:
-        raise UserError("tool_call_reward validates arguments with jsonschema: pip install 'trivium[agents]'") from error
+        raise UserError(
+            "tool_call_reward validates arguments with jsonschema: pip install 'trivium[agents]'"
+        ) from error
     try:
         jsonschema.validate(arguments, schema)
     except jsonschema.ValidationError:
@@ -53,13 +61,24 @@ def matches_schema(arguments: Any, schema: dict | None) -> bool:
 
 @REWARD_FNS.register("tool_call_reward")
 def tool_call_reward(
-    *, prompt: str, response: str, ground_truth: Any, tools: list[dict] | None = None,
-    tool_call_parser: str = "hermes", **_unused: Any,
+    *,
+    prompt: str,
+    response: str,
+    ground_truth: Any,
+    tools: list[dict] | None = None,
+    tool_call_parser: str = "hermes",
+    **_unused: Any,
 ) -> dict[str, float]:
     expected = expected_call(ground_truth)
     _, calls = tool_call_parser_named(tool_call_parser).parse(response)
     if not calls:
-        return {"reward": 0.0, "call_parsed": 0.0, "call_name": 0.0, "call_schema": 0.0, "call_arguments": 0.0}
+        return {
+            "reward": 0.0,
+            "call_parsed": 0.0,
+            "call_name": 0.0,
+            "call_schema": 0.0,
+            "call_arguments": 0.0,
+        }
     function = calls[0]["function"]
     arguments = json.loads(function["arguments"])
     right_name = float(function["name"] == expected["name"])
@@ -67,4 +86,10 @@ def tool_call_reward(
     exact = right_name * float(arguments == expected["arguments"])
     # reward = 0.5 * right_name + 0.25 * schema + 0.25 * exact
     reward = 0.5 * right_name + 0.25 * valid + 0.25 * exact
-    return {"reward": reward, "call_parsed": 1.0, "call_name": right_name, "call_schema": valid, "call_arguments": exact}
+    return {
+        "reward": reward,
+        "call_parsed": 1.0,
+        "call_name": right_name,
+        "call_schema": valid,
+        "call_arguments": exact,
+    }

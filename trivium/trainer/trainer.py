@@ -212,7 +212,8 @@ class Trainer:
         advantage_fn = ADVANTAGE_FNS.get(loss.advantage_fn)
         episodes = {}
         if requires_episodes(advantage_fn):
-            episodes["episode_ids"] = torch.tensor(episode_index(experiences), dtype=torch.long, device=self.device)
+            episode_ids = episode_index(experiences)
+            episodes["episode_ids"] = torch.tensor(episode_ids, dtype=torch.long, device=self.device)
         advantages, returns = advantage_fn(
             token_level_rewards=token_rewards,
             response_mask=batch.response_mask,

@@ -28,7 +28,8 @@ class FrozenLakeGame:
         key = self.workflow_args.get("map_key", "map")
         if key not in self.task.raw:
             raise UserError(
-                f"frozen_lake task {self.task.index} of taskset '{self.task.taskset_name}' has no '{key}' column; "
+                f"frozen_lake task {self.task.index} of taskset '{self.task.taskset_name}' "
+                f"has no '{key}' column; "
                 f"row columns: {', '.join(map(str, self.task.raw))} (set workflow_args.map_key)."
             )
         self.lake = FrozenLake(self.task.raw[key])

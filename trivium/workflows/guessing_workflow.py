@@ -29,7 +29,9 @@ class GuessingWorkflow(MultiTurnEnvWorkflow):
         raw = self.task.raw
         self.game = GuessingGame(secret=int(raw["secret"]), low=int(raw["low"]), high=int(raw["high"]))
         self.found = False
-        return with_system_prompt(system_prompt_for(self.task, self.workflow_args, None), self.game.question())
+        return with_system_prompt(
+            system_prompt_for(self.task, self.workflow_args, None), self.game.question()
+        )
 
     def step(self, reply: str) -> EnvStep:
         result = self.game.guess(reply)

@@ -122,7 +122,8 @@ class StepWiseRewardWorkflow(MultiTurnEnvWorkflow):
         propagation = self.workflow_args.get("reward_propagation", "final")
         if propagation not in REWARD_PROPAGATIONS:
             raise UserError(
-                f"workflow_args.reward_propagation must be one of {', '.join(REWARD_PROPAGATIONS)}, got {propagation!r}"
+                f"workflow_args.reward_propagation must be one of {', '.join(REWARD_PROPAGATIONS)}, "
+                f"got {propagation!r}"
             )
         step_rewards = [result.reward if result is not None else 0.0 for _, result in turns]
         episode_id = uuid.uuid4().hex

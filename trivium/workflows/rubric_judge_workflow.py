@@ -50,7 +50,8 @@ class RubricJudgeWorkflow(Workflow):
         index = int(self.workflow_args.get("judge_index", 0))
         if not 0 <= index < len(self.auxiliary_models):
             raise UserError(
-                f"rubric_judge needs a judge: explorer.auxiliary_models has {len(self.auxiliary_models)} model(s), "
+                "rubric_judge needs a judge: explorer.auxiliary_models has "
+                f"{len(self.auxiliary_models)} model(s), "
                 f"workflow_args.judge_index is {index}."
             )
         return self.auxiliary_models[index]

@@ -30,14 +30,17 @@ class ToolCallWorkflow(SimpleWorkflow):
             tools = json.loads(tools)
         if not isinstance(tools, list) or not tools:
             raise UserError(
-                f"toolcall task {self.task.index} of taskset '{self.task.taskset_name}' needs a '{key}' column "
+                f"toolcall task {self.task.index} of taskset '{self.task.taskset_name}' "
+                f"needs a '{key}' column "
                 "with a list of tools (OpenAI format); set workflow_args.tools_key to rename it."
             )
         return tools
 
     def run(self) -> list[Experience]:
         messages = self.build_messages()
-        experiences = self.model.chat(messages, n=self.task.repeat_times, tools=self.tools(), **self.sampling_args())
+        experiences = self.model.chat(
+            messages, n=self.task.repeat_times, tools=self.tools(), **self.sampling_args()
+        )
         return self.score_all(experiences, messages)
 
     async def run_async(self) -> list[Experience]:
@@ -49,5 +52,7 @@ class ToolCallWorkflow(SimpleWorkflow):
 
     def score_one(self, experience: Experience, *, prompt: str, ground_truth: Any) -> None:
         self.reward_fn_args.setdefault("tools", self.tools())
-        self.reward_fn_args.setdefault("tool_call_parser", self.workflow_args.get("tool_call_parser", "hermes"))
+        self.reward_fn_args.setdefault(
+            "tool_call_parser", self.workflow_args.get("tool_call_parser", "hermes")
+        )
         super().score_one(experience, prompt=prompt, ground_truth=ground_truth)

@@ -53,7 +53,12 @@ def solvable(rows: list[str]) -> bool:
             return True
         for dr, dc in MOVES.values():
             nr, nc = r + dr, c + dc
-            if 0 <= nr < len(rows) and 0 <= nc < len(rows[0]) and rows[nr][nc] != "H" and (nr, nc) not in seen:
+            if (
+                0 <= nr < len(rows)
+                and 0 <= nc < len(rows[0])
+                and rows[nr][nc] != "H"
+                and (nr, nc) not in seen
+            ):
                 seen.add((nr, nc))
                 queue.append((nr, nc))
     return False

@@ -38,4 +38,6 @@ class GuessingGame:
         guess = int(match.group(0))
         if guess == self.secret:
             return GuessResult("Correct!", done=True, success=True, valid=True)
-        return GuessResult("Higher." if guess < self.secret else "Lower.", done=False, success=False, valid=True)
+        return GuessResult(
+            "Higher." if guess < self.secret else "Lower.", done=False, success=False, valid=True
+        )

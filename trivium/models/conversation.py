@@ -90,7 +90,6 @@ class Conversation:
     # As the caller sees them (assistant turns with parsed tool calls); they find the branch again.
     visible_messages: list[dict] = field(default_factory=list)
     conversation_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    parent_id: str | None = None
     # The state right after the latest model turn, and the one before it: a session's
     # recorded experience is replaced by its continuation.
     turn_id: str | None = None
@@ -127,15 +126,11 @@ class Conversation:
             action_mask=list(self.action_mask),
             drifts=list(self.drifts),
             conversation_id=uuid.uuid4().hex,
-            parent_id=self.conversation_id,
         )
 
     @property
     def key(self) -> str:
         return conversation_key(self.visible_messages, self.tools)
-
-    def awaits_model(self) -> bool:
-        return bool(self.messages) and self.messages[-1].get("role") != "assistant"
 
     # ---- growing the sequence ------------------------------------------------------------
 

@@ -209,7 +209,10 @@ class AsyncOpenAIClient(OpenAIClient):
 
 
 def last_turn(experience: Experience) -> tuple[list[int], list[float]]:
-    """The ids and logprobs of the experience's latest model turn (its last run of model tokens)."""
+    """The ids and logprobs of the experience's latest model turn (its last run of model tokens);
+    none when the episode had no room left for a turn."""
+    if experience.episode_truncated and not experience.response_text:
+        return [], []
     mask = experience.action_mask.tolist()
     end = len(mask)
     start = end

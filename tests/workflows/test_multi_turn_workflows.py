@@ -99,3 +99,11 @@ def test_step_wise_workflow_gives_each_turn_the_final_reward(async_scripted_mode
     for step in real:
         assert step.action_mask.all() and step.response_length <= 3
         assert torch.equal(step.tokens[: real[0].prompt_length], real[0].tokens[: real[0].prompt_length])
+
+
+def test_step_wise_episode_cut_by_the_context_has_no_repeated_step(tiny_model_dir):
+    engine = create_engine("hf", model_path=tiny_model_dir, seed=0)
+    short = ModelWrapper(engine, max_response_tokens=3, max_model_len=48)
+    steps = WORKFLOWS.get("frozen_lake_step_wise")(task=lake_task(max_env_steps=6), model=short).run()
+    lengths = [step.tokens.numel() for step in steps]
+    assert lengths == sorted(set(lengths)) and max(lengths) <= 48

@@ -128,7 +128,11 @@ class StepWiseRewardWorkflow(MultiTurnEnvWorkflow):
         step_rewards = [result.reward if result is not None else 0.0 for _, result in turns]
         episode_id = uuid.uuid4().hex
         steps = []
+        seen_turns = 0
         for (experience, _), own_reward in zip(turns, step_rewards):
+            if experience.info.get("model_turns", seen_turns + 1) == seen_turns:
+                continue  # the context was full before this turn: nothing new was sampled
+            seen_turns = experience.info.get("model_turns", seen_turns + 1)
             view = last_turn_view(experience)
             # final: r_k = sum of the episode's step rewards, for every step k
             view.reward = sum(step_rewards) if propagation == "final" else own_reward

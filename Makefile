@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 VLLM_VENV ?= .venv-vllm
 
-.PHONY: demo test test-fast bench vllm-env setup clean
+.PHONY: demo test test-fast bench vllm-env setup browser clean
 
 setup: $(STAMP)
 
@@ -25,10 +25,19 @@ demo: setup
 	test -f data/arithmetic/train.jsonl || $(VENV)/bin/trivium init data --task arithmetic --out data/arithmetic --num-train 2000 --num-test 200
 	$(VENV)/bin/trivium run --config examples/quickstart.yaml
 
-test: setup
+test: setup browser
 	$(PY) -m pytest tests -q
 
-test-fast: setup
+# The Studio's browser tests use Debian's Chromium (Playwright cannot download a browser here).
+# Installed when missing and apt-get exists; without it those tests skip and say why.
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@if [ ! -x $(CHROMIUM) ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing chromium for the Studio's browser tests"; \
+		( apt-get update -qq && apt-get install -y -qq chromium ) || echo "could not install chromium: the browser tests will skip"; \
+	fi
+
+test-fast: setup browser
 	$(PY) -m pytest tests -q -m "not slow"
 
 $(BENCH_STAMP): $(STAMP)

@@ -215,27 +215,45 @@ class ExperienceQueue:
             self._push_ready(entry)
 
 
-# ---- process-wide queues by name -----------------------------------------------------
+# ---- queues by name: per process, or shared by the processes of a run --------------------
 _queues: dict[str, ExperienceQueue] = {}
 _queues_lock = threading.Lock()
+# When the run's components are separate processes, a function that returns the shared queue
+# named so (see trivium.runtime.ray_placement); None keeps queues within this process.
+_shared_queue_lookup: Any = None
 
 
-def get_queue(config: Any) -> ExperienceQueue:
-    """The queue named ``config.name`` in this process, created on first use."""
+def new_queue(config: Any) -> ExperienceQueue:
+    """A queue built from a storage config."""
     name = option(config, "name")
     if not name:
         raise UserError("A queue storage needs a `name` (the buffer is shared by that name).")
+    return ExperienceQueue(
+        name=name,
+        capacity=option(config, "capacity"),
+        replay=ReplayPolicy.from_config(option(config, "replay_buffer")),
+        mirror=open_mirror(option(config, "path"), name),
+    )
+
+
+def get_queue(config: Any) -> ExperienceQueue:
+    """The queue named ``config.name``: this process's, created on first use, or the run's shared one."""
+    name = option(config, "name")
+    if not name:
+        raise UserError("A queue storage needs a `name` (the buffer is shared by that name).")
+    if _shared_queue_lookup is not None:
+        return _shared_queue_lookup(name)
     with _queues_lock:
         queue = _queues.get(name)
         if queue is None:
-            queue = ExperienceQueue(
-                name=name,
-                capacity=option(config, "capacity"),
-                replay=ReplayPolicy.from_config(option(config, "replay_buffer")),
-                mirror=open_mirror(option(config, "path"), name),
-            )
-            _queues[name] = queue
+            queue = _queues[name] = new_queue(config)
         return queue
+
+
+def share_queues_through(lookup: Any) -> None:
+    """Look queues up with ``lookup(name)`` from now on (a process of a multi-process run)."""
+    global _shared_queue_lookup
+    _shared_queue_lookup = lookup
 
 
 def forget_queues() -> None:

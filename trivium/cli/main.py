@@ -12,7 +12,7 @@ import importlib
 import sys
 
 from trivium import __version__
-from trivium.errors import UserError
+from trivium.errors import ComponentDied, SyncTimeout, UserError
 
 SUBCOMMAND_MODULES = (
     "run",
@@ -23,6 +23,7 @@ SUBCOMMAND_MODULES = (
     "log",
     "debug",
     "report",
+    "studio",
 )
 
 
@@ -58,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     except NotImplementedError as error:
         print(f"not implemented: {error}", file=sys.stderr)
         return 3
+    except (ComponentDied, SyncTimeout) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -20,11 +20,10 @@ from typing import Any
 
 from trivium.algorithm.presets import PRESETS
 from trivium.config.errors import Problem, Suggestion
+from trivium.config.modes import TRAINING_MODES
 from trivium.config.schema import TriviumConfig
 from trivium.errors import UserError
 
-# Modes whose trainer reads experiences through the sample strategy.
-TRAINING_MODES = ("both", "train", "colocate")
 STALENESS_MODES = ("drop", "downweight")
 
 

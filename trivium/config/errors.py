@@ -46,7 +46,7 @@ class Suggestion:
 
     key: str
     message: str
-    kind: str = "suggestion"  # "suggestion" | "note" | "deprecated"
+    kind: str = "suggestion"  # "suggestion" | "note" | "deprecated" | "unused"
 
     def __str__(self) -> str:
         return f"[{self.kind}] {self.key}: {self.message}"

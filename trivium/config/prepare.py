@@ -14,6 +14,7 @@ from typing import Iterable
 from trivium.config.errors import ConfigError, Problem, Suggestion
 from trivium.config.load import load_config
 from trivium.config.resolve import resolve_with_notes
+from trivium.config.unused import unused_keys
 from trivium.config.schema import TriviumConfig
 from trivium.config.stages import expand_stages
 from trivium.config.validate import validate
@@ -43,6 +44,11 @@ def prepare(
 ) -> list[PreparedStage]:
     load_plugins(plugin_dirs)
     config = load_config(path, list(overrides), mapping=mapping)
+    return prepare_loaded(config, str(path))
+
+
+def prepare_loaded(config: TriviumConfig, source: str) -> list[PreparedStage]:
+    """The stages of a config already loaded (from a file or from data in memory), checked."""
     stages = expand_stages(config)
     prepared, problems = [], []
     for stage_config in stages:
@@ -50,11 +56,14 @@ def prepare(
         prefix = f"in stage '{stage_config.stage_name}': " if in_stage else ""
         try:
             resolved, notes = resolve_with_notes(stage_config)
-            notes = notes + validate(resolved)
+            notes = notes + validate(resolved) + [
+                Suggestion(unused.path, f"accepted but not used: {unused.reason}", "unused")
+                for unused in unused_keys(resolved)
+            ]
         except ConfigError as error:
             problems += [Problem(p.key, prefix + p.message) for p in error.problems]
             continue
         prepared.append(PreparedStage(resolved, notes))
     if problems:
-        raise ConfigError(problems, str(path))
+        raise ConfigError(problems, source)
     return prepared

@@ -17,13 +17,12 @@ from pathlib import Path
 
 from trivium.algorithm.presets import PRESETS
 from trivium.config.errors import ConfigError, Problem, Suggestion
+from trivium.config.modes import EXPLORING_MODES, TRAINING_MODES
 from trivium.config.run_dir import choose_run_name
 from trivium.config.schema import InferenceModelConfig, StorageConfig, TriviumConfig
 from trivium.config.taskset_size import count_rows
 
 EXPERIENCE_BUFFER_NAME = "experience_buffer"
-EXPLORING_MODES = ("both", "explore", "bench", "colocate")
-TRAINING_MODES = ("both", "train", "colocate")
 DEFAULT_MICRO_BATCH_TOKENS = 16384
 
 
@@ -41,6 +40,7 @@ def resolve_with_notes(config: TriviumConfig) -> tuple[TriviumConfig, list[Sugge
     _fill_token_limits(config)
     _fill_inference_models(config)
     _fill_devices(config, notes)
+    _fill_placement(config, notes)
     _fill_sync(config, notes)
     _fill_eval_interval(config, notes)
     _fill_trainer(config, notes)
@@ -79,6 +79,22 @@ def _fill_algorithm(config: TriviumConfig, notes: list[Suggestion]) -> None:
         algorithm.advantage_fn_args = {**preset.advantage_fn_args, **algorithm.advantage_fn_args}
     if algorithm.policy_loss_fn == preset.policy_loss_fn:
         algorithm.policy_loss_fn_args = {**preset.policy_loss_fn_args, **algorithm.policy_loss_fn_args}
+    _fill_coefficients(algorithm)
+
+
+# Coefficients of the KL and entropy terms when the user names the function but not its weight.
+DEFAULT_KL_COEF = 0.001
+DEFAULT_ENTROPY_COEF = 0.0
+
+
+def _fill_coefficients(algorithm) -> None:
+    for fn_name, args_name, key, default in (
+        ("kl_penalty_fn", "kl_penalty_fn_args", "kl_coef", DEFAULT_KL_COEF),
+        ("kl_loss_fn", "kl_loss_fn_args", "kl_coef", DEFAULT_KL_COEF),
+        ("entropy_loss_fn", "entropy_loss_fn_args", "entropy_coef", DEFAULT_ENTROPY_COEF),
+    ):
+        if getattr(algorithm, fn_name) not in (None, "none") and key not in getattr(algorithm, args_name):
+            setattr(algorithm, args_name, {**getattr(algorithm, args_name), key: default})
 
 
 # ---------------------------------------------------------------- buffer
@@ -223,7 +239,7 @@ def _fill_devices(config: TriviumConfig, notes: list[Suggestion]) -> None:
     if total == 0:
         cluster.device_type, cluster.shared_devices = "cpu", True
         cluster.explorer_devices = cluster.auxiliary_devices = cluster.trainer_devices = 0
-        if mode in EXPLORING_MODES and mode != "explore" and mode != "bench":
+        if mode in EXPLORING_MODES and mode in TRAINING_MODES:
             notes.append(Suggestion("cluster", "no GPU: explorer, auxiliary models and trainer share the CPU", "note"))
         return
     cluster.device_type = "cuda"
@@ -238,6 +254,31 @@ def _fill_devices(config: TriviumConfig, notes: list[Suggestion]) -> None:
     cluster.trainer_devices = total - explorer - auxiliary if mode in TRAINING_MODES else 0
 
 
+# ---------------------------------------------------------------- placement
+
+
+def _fill_placement(config: TriviumConfig, notes: list[Suggestion]) -> None:
+    cluster = config.cluster
+    if cluster.ray_address is None and os.environ.get("RAY_ADDRESS"):
+        cluster.ray_address = os.environ["RAY_ADDRESS"]
+    if config.mode == "colocate":
+        # Explorer and trainer take turns on one device: nothing to place apart.
+        if cluster.placement == "ray":
+            notes.append(Suggestion(
+                "cluster.placement",
+                "colocate runs explorer and trainer in turns in one process; 'ray' applies to both, train, "
+                "explore and bench",
+                "note",
+            ))
+        cluster.uses_ray = False
+        return
+    if cluster.placement == "auto":
+        devices = (cluster.explorer_devices or 0) + (cluster.auxiliary_devices or 0) + (cluster.trainer_devices or 0)
+        cluster.uses_ray = bool(cluster.ray_address) or cluster.node_num > 1 or devices > 1
+    else:
+        cluster.uses_ray = cluster.placement == "ray"
+
+
 # ---------------------------------------------------------------- synchronization
 
 
@@ -246,6 +287,18 @@ def _fill_sync(config: TriviumConfig, notes: list[Suggestion]) -> None:
     mode, cluster = config.mode, config.cluster
     separate_processes = mode in ("train", "explore", "bench")
     on_gpus = cluster.device_type == "cuda" and not cluster.shared_devices
+    if cluster.uses_ray and not separate_processes:
+        # Explorer and trainer live in different processes: tensors cannot be handed over in memory.
+        if synchronizer.sync_method in (None, "memory"):
+            if synchronizer.sync_method == "memory":
+                notes.append(Suggestion(
+                    "synchronizer.sync_method",
+                    "memory works within one process; on Ray the weights are broadcast with nccl "
+                    "(gloo on CPU) instead",
+                    "note",
+                ))
+            synchronizer.sync_method = "nccl"
+        return
     if synchronizer.sync_method is None:
         if separate_processes:
             synchronizer.sync_method = "checkpoint"
@@ -281,8 +334,19 @@ def _fill_eval_interval(config: TriviumConfig, notes: list[Suggestion]) -> None:
 # ---------------------------------------------------------------- trainer and steps
 
 
+# veRL-style trainer_config paths and the trainer keys they stand for.
+TRAINER_CONFIG_ALIASES = {
+    ("old_logprobs_source",): "old_logprobs_source",
+    ("share_prompt_forward",): "share_prompt_forward",
+    ("critic", "optim", "lr"): "critic_lr",
+    ("critic", "cliprange_value"): "cliprange_value",
+    ("actor_rollout_ref", "model", "enable_gradient_checkpointing"): "enable_gradient_checkpointing",
+}
+
+
 def _fill_trainer(config: TriviumConfig, notes: list[Suggestion]) -> None:
     trainer = config.trainer
+    _copy_trainer_config_aliases(config, notes)
     if trainer.trainer_type == "verl":
         trainer.trainer_type = "default"
         notes.append(Suggestion(
@@ -297,6 +361,35 @@ def _fill_trainer(config: TriviumConfig, notes: list[Suggestion]) -> None:
         trainer.max_token_len_per_gpu = max(DEFAULT_MICRO_BATCH_TOKENS, 2 * config.model.max_model_len)
     if trainer.total_steps is None:
         trainer.total_steps = trainer_total_steps(config)
+
+
+def _copy_trainer_config_aliases(config: TriviumConfig, notes: list[Suggestion]) -> None:
+    from trivium.config.schema import field_choices
+    from trivium.config.schema import TrainerConfig
+
+    trainer = config.trainer
+    extra = trainer.trainer_config
+    if not isinstance(extra, dict) and not hasattr(extra, "items"):
+        return
+    for path, key in TRAINER_CONFIG_ALIASES.items():
+        value = _nested_get(extra, path)
+        if value is None:
+            continue
+        choices = field_choices(TrainerConfig, key)
+        source = "trainer.trainer_config." + ".".join(path)
+        if choices and value not in choices:
+            raise ConfigError(Problem(source, f"invalid value {value!r}; choose one of: {', '.join(choices)}"))
+        setattr(trainer, key, type(getattr(trainer, key))(value))
+        notes.append(Suggestion(source, f"read as trainer.{key} = {value!r}", "note"))
+
+
+def _nested_get(mapping, path: tuple[str, ...]):
+    current = mapping
+    for key in path:
+        if current is None or not hasattr(current, "get"):
+            return None
+        current = current.get(key)
+    return current
 
 
 def explorer_total_steps(config: TriviumConfig) -> int | None:

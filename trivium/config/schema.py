@@ -19,13 +19,17 @@ REQUIRED = None
 
 def opt(
     default: Any, help: str, choices: Optional[List[Any]] = None, required: bool = False,
-    dotted_path: bool = False,
+    dotted_path: bool = False, inert: Optional[str] = None,
 ) -> Any:
     """A schema field: a default (mutable ones are copied per instance) and its help text.
 
     ``dotted_path`` also accepts, besides ``choices``, a plugin given as ``pkg.module:Name``.
+    ``inert`` marks a key that is accepted (configs of the same family use it) but changes
+    nothing yet, and says why; ``trivium plan`` and ``trivium run`` report it when it is set.
     """
     metadata = {"help": help}
+    if inert:
+        metadata["inert"] = inert
     if choices is not None:
         metadata["choices"] = list(choices)
     if dotted_path:
@@ -41,6 +45,11 @@ def section(cls: type, help: str) -> Any:
     """A nested section, built with its own defaults."""
     return field(default_factory=cls, metadata={"help": help})
 
+
+TINKER_INERT = "the Tinker service is not implemented (model.tinker.enable is refused)"
+OVER_ROLLOUT_INERT = "the explorer waits for every task of a step"
+DYNAMIC_TIMEOUT_INERT = "every task gets explorer.max_timeout"
+DATA_JUICER_INERT = "the data_juicer operator runs the package in the explorer's process; no server is used"
 
 MODES = ["both", "train", "explore", "bench", "colocate"]
 ALGORITHM_TYPES = [
@@ -64,6 +73,8 @@ SAVE_STRATEGIES = ["single_thread", "single_process", "single_node", "unrestrict
 SAVE_HF_CHOICES = ["last", "always", "never"]
 TRUNCATION_CHOICES = ["mask", "keep"]
 MONITOR_TYPES = ["none", "tensorboard", "wandb", "mlflow"]
+PLACEMENTS = ["auto", "process", "ray"]
+OLD_LOGPROBS_SOURCES = ["auto", "recompute", "engine"]
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
@@ -129,11 +140,11 @@ class LoRAConfig:
 @dataclass
 class TinkerConfig:
     enable: bool = opt(False, "Train through the Tinker service instead of local weights.")
-    rank: int = opt(32, "LoRA rank used by Tinker.")
-    seed: Optional[int] = opt(None, "Random seed for Tinker.")
-    train_mlp: bool = opt(True, "Adapt the MLP layers.")
-    train_attn: bool = opt(True, "Adapt the attention layers.")
-    train_unembed: bool = opt(True, "Adapt the unembedding layer.")
+    rank: int = opt(32, "LoRA rank used by Tinker.", inert=TINKER_INERT)
+    seed: Optional[int] = opt(None, "Random seed for Tinker.", inert=TINKER_INERT)
+    train_mlp: bool = opt(True, "Adapt the MLP layers.", inert=TINKER_INERT)
+    train_attn: bool = opt(True, "Adapt the attention layers.", inert=TINKER_INERT)
+    train_unembed: bool = opt(True, "Adapt the unembedding layer.", inert=TINKER_INERT)
 
 
 @dataclass
@@ -163,8 +174,12 @@ class ModelConfig:
     enable_thinking: Optional[bool] = opt(None, "Pass enable_thinking to chat templates that support it.")
     dtype: str = opt("float32", "Weight data type of the trained model.", DTYPES)
     lora_configs: Optional[List[LoRAConfig]] = opt(None, "LoRA adapters (at most one); null trains all weights.")
-    rope_scaling: Optional[Dict[str, Any]] = opt(None, "RoPE scaling override for the model config.")
-    rope_theta: Optional[float] = opt(None, "RoPE theta override for the model config.")
+    rope_scaling: Optional[Dict[str, Any]] = opt(
+        None, "RoPE scaling override for the model config.", inert="the model's own config.json is used as it is"
+    )
+    rope_theta: Optional[float] = opt(
+        None, "RoPE theta override for the model config.", inert="the model's own config.json is used as it is"
+    )
     tinker: TinkerConfig = section(TinkerConfig, "Tinker training service.")
     external_model: ExternalModelConfig = section(ExternalModelConfig, "OpenAI-compatible API model.")
 
@@ -176,6 +191,20 @@ class ModelConfig:
 class ClusterConfig:
     node_num: int = opt(1, "Number of machines.")
     gpu_per_node: Optional[int] = opt(None, "GPUs per machine; null counts them, 0 runs on CPU only.")
+    placement: str = opt(
+        "auto",
+        "Where the components run: 'process' keeps explorer, engines and trainer in this process; 'ray' "
+        "places them as Ray actors; 'auto' uses Ray when ray_address (or RAY_ADDRESS) is set or the run "
+        "spans several machines or devices, and this process otherwise.",
+        PLACEMENTS,
+    )
+    ray_address: Optional[str] = opt(
+        None,
+        "Address of a running Ray cluster to join ('auto' finds one started with `ray start --head`); "
+        "the RAY_ADDRESS environment variable when unset. Without either, a Ray run starts a local "
+        "Ray and shuts it down at the end.",
+    )
+    uses_ray: Optional[bool] = opt(None, "(derived) True when the components are placed on Ray.")
     # The device split below is derived by resolve(); users normally leave it alone.
     device_type: Optional[str] = opt(None, "(derived) 'cuda' or 'cpu'.")
     explorer_devices: Optional[int] = opt(None, "(derived) Devices of the rollout model engines.")
@@ -290,14 +319,18 @@ class InferenceModelConfig:
 
 @dataclass
 class OverRolloutConfig:
-    ratio: float = opt(0.0, "Fraction of a batch the explorer may skip waiting for.")
-    wait_after_min: float = opt(30.0, "Seconds to keep waiting once the minimum is reached.")
+    ratio: float = opt(0.0, "Fraction of a batch the explorer may skip waiting for.", inert=OVER_ROLLOUT_INERT)
+    wait_after_min: float = opt(
+        30.0, "Seconds to keep waiting once the minimum is reached.", inert=OVER_ROLLOUT_INERT
+    )
 
 
 @dataclass
 class DynamicTimeoutConfig:
-    enable: bool = opt(False, "Scale each task's timeout from the mean successful task time.")
-    ratio: float = opt(3.0, "Timeout = mean successful task time * ratio.")
+    enable: bool = opt(
+        False, "Scale each task's timeout from the mean successful task time.", inert=DYNAMIC_TIMEOUT_INERT
+    )
+    ratio: float = opt(3.0, "Timeout = mean successful task time * ratio.", inert=DYNAMIC_TIMEOUT_INERT)
 
 
 @dataclass
@@ -340,10 +373,16 @@ class SynchronizerConfig:
 class TrainerConfig:
     name: str = opt("trainer", "Name of the trainer component.")
     trainer_type: str = opt("default", "Trainer backend; 'verl' is accepted as an alias of 'default'.", TRAINER_TYPES)
-    trainer_strategy: str = opt("fsdp", "Parallelism over several devices ('none' on one device).", TRAINER_STRATEGIES)
+    trainer_strategy: str = opt(
+        "fsdp", "Parallelism over several devices ('none' on one device).", TRAINER_STRATEGIES,
+        inert="the built-in trainer runs on one device, so every strategy trains the same way",
+    )
     total_steps: Optional[int] = opt(None, "(derived when unset) Trainer steps of the run.")
     save_interval: int = opt(0, "Trainer steps between checkpoints; 0 saves only at the end.")
-    save_strategy: str = opt("unrestricted", "How concurrent checkpoint writes are serialized.", SAVE_STRATEGIES)
+    save_strategy: str = opt(
+        "unrestricted", "How concurrent checkpoint writes are serialized.", SAVE_STRATEGIES,
+        inert="one trainer process writes each checkpoint, so writes never overlap",
+    )
     save_hf_checkpoint: str = opt("last", "Which checkpoints also get a Hugging Face export.", SAVE_HF_CHOICES)
     grad_clip: float = opt(1.0, "Gradient norm clip.")
     use_dynamic_bsz: bool = opt(True, "Pack micro-batches by token budget instead of a fixed count.")
@@ -352,6 +391,22 @@ class TrainerConfig:
     ppo_epochs: int = opt(1, "Passes over each training batch.")
     ulysses_sequence_parallel_size: int = opt(1, "Sequence-parallel degree.")
     max_checkpoints_to_keep: Optional[int] = opt(None, "Older checkpoints are deleted; null keeps all.")
+    old_logprobs_source: str = opt(
+        "auto",
+        "Where the behaviour policy's logprobs come from: 'auto' reuses the update's own forward pass "
+        "when a batch gets one optimizer step (identical numbers, no extra pass) and recomputes "
+        "otherwise; 'recompute' always runs a no-grad pass first; 'engine' uses the rollout engine's "
+        "logprobs.",
+        OLD_LOGPROBS_SOURCES,
+    )
+    share_prompt_forward: bool = opt(
+        True, "Rows with the same prompt share one forward pass over it (exact, gradients included)."
+    )
+    enable_gradient_checkpointing: bool = opt(
+        False, "Recompute activations in the backward pass: less memory, about a third more compute."
+    )
+    critic_lr: float = opt(1e-5, "Learning rate of the critic (PPO with a value model).")
+    cliprange_value: float = opt(0.5, "Clip range of the critic's value loss around the old values.")
     truncation: str = opt(
         "mask",
         "Multi-turn episodes that reached max_model_len and ended there (flagged episode_truncated): "
@@ -359,8 +414,11 @@ class TrainerConfig:
         TRUNCATION_CHOICES,
     )
     trainer_config: Any = opt(
-        None, "Backend-specific settings passed through unchanged (e.g. critic); its old_logprobs_source "
-        "(auto, recompute or engine) is checked."
+        None,
+        "veRL-style settings for users who bring them (critic.optim.lr, critic.cliprange_value, "
+        "actor_rollout_ref.model.enable_gradient_checkpointing, old_logprobs_source, "
+        "share_prompt_forward): each is copied to the trainer key of the same meaning; any other "
+        "entry is reported by `trivium plan` as unused.",
     )
 
 
@@ -378,9 +436,9 @@ class MonitorConfig:
 
 @dataclass
 class DataJuicerServiceConfig:
-    server_url: Optional[str] = opt(None, "URL of a running Data-Juicer server.")
-    auto_start: bool = opt(False, "Start the server automatically.")
-    port: Optional[int] = opt(None, "Port of an automatically started server.")
+    server_url: Optional[str] = opt(None, "URL of a running Data-Juicer server.", inert=DATA_JUICER_INERT)
+    auto_start: bool = opt(False, "Start the server automatically.", inert=DATA_JUICER_INERT)
+    port: Optional[int] = opt(None, "Port of an automatically started server.", inert=DATA_JUICER_INERT)
 
 
 @dataclass
@@ -397,9 +455,11 @@ class OperatorConfig:
 @dataclass
 class PipelineConfig:
     operators: List[OperatorConfig] = opt([], "Operators applied in order.")
-    num_process: int = opt(1, "Worker processes of the pipeline.")
-    inputs: List[str] = opt([], "Input dataset paths (task pipeline).")
-    target_fields: List[str] = opt([], "Fields the operators read.")
+    num_process: int = opt(1, "Worker processes of the pipeline.", inert="operators run in the explorer's process")
+    inputs: List[str] = opt(
+        [], "Input dataset paths (task pipeline).", inert="the task pipeline filters the tasksets of buffer.explorer_input"
+    )
+    target_fields: List[str] = opt([], "Fields the operators read.", inert="each operator reads the fields its args name")
 
 
 @dataclass

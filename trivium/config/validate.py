@@ -9,18 +9,15 @@ already filled; nothing here derives values.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from typing import Callable
 
 from trivium.config.algorithm_rules import algorithm_notes, check_algorithm
 from trivium.config.errors import ConfigError, Problem, Suggestion
 from trivium.config.memory import memory_suggestions
+from trivium.config.modes import MODE_TRAITS, traits_of
 from trivium.config.schema import TriviumConfig
 from trivium.config.typecheck import check_values
 
-EXPLORING_MODES = ("both", "explore", "colocate")
-# How the trainer gets the behaviour policy's logprobs (read by trivium.runtime.builders).
-OLD_LOGPROBS_SOURCES = ("auto", "recompute", "engine")
 
 
 def validate(config: TriviumConfig) -> list[Suggestion]:
@@ -135,7 +132,7 @@ def _token_limits(config: TriviumConfig, problems: list[Problem]) -> None:
 
 def _data(config: TriviumConfig, problems: list[Problem]) -> None:
     explorer_input, trainer_input = config.buffer.explorer_input, config.buffer.trainer_input
-    if config.mode in EXPLORING_MODES and not explorer_input.tasksets:
+    if config.mode in MODE_TRAITS and traits_of(config.mode).reads_training_tasksets and not explorer_input.tasksets:
         problems.append(Problem(
             "buffer.explorer_input.tasksets",
             f"mode '{config.mode}' explores, so it needs a training taskset: set buffer.explorer_input.taskset "
@@ -248,13 +245,6 @@ def _engines_and_trainer(config: TriviumConfig, problems: list[Problem]) -> None
             "trainer.trainer_strategy",
             "megatron is not available in the built-in trainer; use fsdp or fsdp2 (or none on one device)",
         ))
-    old_logprobs_source = _trainer_config_value(config, "old_logprobs_source")
-    if old_logprobs_source is not None and old_logprobs_source not in OLD_LOGPROBS_SOURCES:
-        problems.append(Problem(
-            "trainer.trainer_config.old_logprobs_source",
-            f"invalid value {old_logprobs_source!r}; choose one of: {', '.join(OLD_LOGPROBS_SOURCES)} (auto "
-            "recomputes only when ppo_epochs > 1, recompute always does, engine uses the rollout's logprobs)",
-        ))
     for pipeline_name in ("task_pipeline", "experience_pipeline"):
         pipeline = getattr(config.data_processor, pipeline_name)
         for index, operator in enumerate(pipeline.operators if pipeline else []):
@@ -265,12 +255,6 @@ def _engines_and_trainer(config: TriviumConfig, problems: list[Problem]) -> None
 RULES: list[Callable[[TriviumConfig, list[Problem]], None]] = [
     _required, _ranges, _token_limits, check_algorithm, _data, _devices, _sync, _engines_and_trainer,
 ]
-
-
-def _trainer_config_value(config: TriviumConfig, key: str):
-    """A top-level key of the pass-through trainer.trainer_config mapping, or None."""
-    extra = config.trainer.trainer_config
-    return extra.get(key) if isinstance(extra, Mapping) else None
 
 
 def _engines(config: TriviumConfig):

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from trivium.core.experience import Experience
 from trivium.core.task import Task
-from trivium.errors import UserError
+from trivium.errors import ComponentDied, UserError
 from trivium.models.engine.busy_clients import BusyClients
 
 
@@ -197,6 +197,8 @@ class RunnerPool:
                         exp.run_id = unit.run_id_offset + i
                     result.experiences, result.error, result.user_error = experiences, None, None
                     break
+                except ComponentDied:
+                    raise  # an engine's process is gone: no retry can help, the run stops
                 except UserError as error:
                     # The same config or data mistake fails every attempt; do not retry it.
                     result.error = f"{type(error).__name__}: {error}"

@@ -3,8 +3,9 @@
 Both run at once, each in its own thread, and each would use every core: four busy threads
 on two cores, and libgomp cutting its spin-waits short because it manages more threads than
 there are cores. Giving each side its own share of the cores is faster (on 2 cores, one step
-of the benchmark's GRPO run: 0.24 s shared, 0.18 s split). Under OpenMP, torch's thread count
-is per OS thread, so each side sets its own; the main thread's count is restored afterwards.
+of the benchmark's GRPO run: 0.24 s shared, 0.18 s split). The run settings give the trainer
+and the hf engine their shares; under OpenMP, torch's thread count is per OS thread, so each
+sets its own in the thread that computes, and the launcher restores the default afterwards.
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """``launch(config)``: run one resolved config (one stage) in its mode, then report.
 
-Placement is in-process: ``colocate`` in one thread, ``both`` in two threads. The
-components keep the same interfaces when they are placed on Ray actors across processes.
+The session places the components (this process, or Ray actors); the loop of the mode
+drives them; the run ends with a final evaluation, a final checkpoint and a summary.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
 from trivium.runtime import loops, stopping
+from trivium.runtime.cpu_share import restored_torch_threads
 from trivium.runtime.session import RunSession
 
 LOOPS = {
@@ -23,15 +23,6 @@ LOOPS = {
 logger = logging.getLogger("trivium.runtime")
 
 
-def expected_explore_steps(config: Any) -> int | None:
-    if config.buffer.total_steps:
-        return int(config.buffer.total_steps)
-    if config.trainer.total_steps:
-        per_step = config.buffer.batch_size * config.algorithm.repeat_times
-        return math.ceil(config.trainer.total_steps * config.buffer.train_batch_size / max(1, per_step))
-    return None
-
-
 def launch(config: Any, console: Any = None) -> int:
     mode = config.mode
     if mode == "bench":
@@ -42,21 +33,22 @@ def launch(config: Any, console: Any = None) -> int:
         raise ValueError(f"unknown mode {mode!r}")
     from trivium.monitor.progress import RunProgress
 
-    session = RunSession(config, with_trainer=mode != "explore", with_explorer=mode != "train", console=console)
-    progress = RunProgress(
-        total_explore_steps=expected_explore_steps(config) if session.explorer else None,
-        total_train_steps=config.trainer.total_steps if session.trainer else None,
-        explore_start_step=session.explorer.state.step if session.explorer else 0,
-        train_start_step=session.trainer.global_step if session.trainer else 0,
-        console=console,
-    )
-    try:
-        with stopping.stop_on_signals():
-            with progress:
+    with stopping.stop_on_signals():
+        session = RunSession(config, console=console)
+        try:
+            settings = session.settings
+            progress = RunProgress(
+                total_explore_steps=settings.explorer.total_steps if session.explorer else None,
+                total_train_steps=settings.trainer.total_steps if session.trainer else None,
+                explore_start_step=session.explorer.step() if session.explorer else 0,
+                train_start_step=session.trainer.global_step() if session.trainer else 0,
+                console=console,
+            )
+            with progress, restored_torch_threads():
                 LOOPS[mode](session, progress)
             finish(session)
-    finally:
-        session.close()
+        finally:
+            session.close()
     report(session, console)
     if stopping.stop_requested():
         logger.warning("the run stopped early (%s); it resumes with continue_from_checkpoint: true", stopping.stop_reason())
@@ -65,17 +57,16 @@ def launch(config: Any, console: Any = None) -> int:
 
 def finish(session: RunSession) -> None:
     """Final evaluation (unless the last step just had one) and the final checkpoint."""
-    explorer = session.explorer
-    if explorer is not None and explorer.eval_sets:
+    explorer, trainer = session.explorer, session.trainer
+    if explorer is not None and explorer.has_eval_sets():
+        step = explorer.step()
         last_eval_step = session.eval_history[-1][0] if session.eval_history else None
-        if last_eval_step != explorer.state.step:
-            if session.trainer is not None and session.engines:
-                # The last trained weights may not have been synced yet.
-                if session.engines[0].version() != session.trainer.model_version:
-                    session.publish_weights(copy=False)
-                    session.load_weights(session.synchronizer.poll())
-            loops.evaluate(session, explorer.state.step)
-    if session.trainer is not None and session.trainer.global_step > 0:
+        if last_eval_step != step:
+            # The last trained weights may not have been synced yet.
+            if trainer is not None and explorer.served_version() != trainer.model_version():
+                session.sync_now(copy=False)
+            loops.evaluate(session, step)
+    if trainer is not None and trainer.global_step() > 0:
         session.save_checkpoint(final=True)
 
 

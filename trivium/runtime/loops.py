@@ -1,188 +1,154 @@
 """The loop of each mode. Each reads top to bottom: explore, train, synchronize, evaluate.
 
 - ``colocate``: explorer and trainer take turns in one thread.
-- ``both``: explorer and trainer run concurrently in two threads of this process; the
-  synchronizer decides when the explorer waits for new weights.
+- ``both``: explorer and trainer run concurrently, each driven by a thread of this process;
+  the synchronizer decides when the explorer waits for new weights.
 - ``train``: the trainer alone, from the experience buffer or a dataset (sft, dpo).
 - ``explore``: the explorer alone; it picks up newer checkpoints from the run directory.
+
+The loops call the session and its two workers only. The workers are local objects or Ray
+actors (``trivium.runtime.ray_placement``); the loop code is the same.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import traceback
 from typing import Any
 
-import torch
-
-from trivium.buffer.base import BufferExhausted
-from trivium.runtime.cpu_share import restored_torch_threads, split_cores
-from trivium.runtime.session import RunSession, load_actor_weights
+from trivium.runtime.session import RunSession
 from trivium.runtime.stopping import stop_requested
-from trivium.sync.synchronizer import WeightUpdate
 from trivium.trainer import checkpoint as ckpt
 
-
-def _log(monitor: Any, metrics: dict[str, float] | None, step: int) -> None:
-    if monitor is not None and metrics:
-        monitor.log(metrics, step)
+logger = logging.getLogger("trivium.runtime")
 
 
-def _should_eval(session: RunSession, step: int) -> bool:
-    interval = session.config.explorer.eval_interval
-    return bool(session.explorer.eval_sets) and interval > 0 and step % interval == 0
+# ---------------------------------------------------------------- steps shared by every mode
 
 
 def evaluate(session: RunSession, step: int) -> dict[str, float]:
     metrics = session.explorer.evaluate()
-    session.park_models()
-    _log(session.explorer_monitor, metrics, step)
+    session.log_explorer(metrics, step)
     session.eval_history.append((step, metrics))
     return metrics
 
 
 def startup_eval(session: RunSession) -> None:
     """Evaluate the initial model at step 0; not on a restart."""
-    if session.config.explorer.eval_on_startup and session.explorer.state.step == 0 and session.explorer.eval_sets:
+    if session.settings.explorer.eval_on_startup and session.explorer.has_eval_sets() and session.explorer.step() == 0:
         evaluate(session, 0)
+
+
+def eval_if_due(session: RunSession) -> None:
+    interval = session.settings.explorer.eval_interval
+    if interval <= 0 or not session.explorer.has_eval_sets():
+        return
+    step = session.explorer.step()
+    if step % interval == 0:
+        evaluate(session, step)
 
 
 def explore_once(session: RunSession, progress: Any) -> dict[str, float] | None:
     """One explorer step, logged; None when the tasksets are exhausted."""
-    metrics = session.explorer.explore_step()
-    session.park_models()
+    metrics = session.explorer.explore_once()
     if metrics is not None:
-        session.save_explorer_position()
-        _log(session.explorer_monitor, metrics, session.explorer.state.step)
+        step = int(metrics["explorer/step"])
+        session.log_explorer(metrics, step)
         if progress:
-            progress.update_explore(session.explorer.state.step)
+            progress.update_explore(step)
     return metrics
 
 
-def eval_if_due(session: RunSession) -> None:
-    step = session.explorer.state.step
-    if _should_eval(session, step):
-        evaluate(session, step)
-
-
-def train_available(session: RunSession, reader: Any, pending: int, progress: Any) -> int:
-    """Colocate: train on every full batch the explorer has written; returns what is left."""
-    batch_size = session.config.buffer.train_batch_size
-    total = session.config.trainer.total_steps
-    while pending >= batch_size and not (total and session.trainer.global_step >= total) and not stop_requested():
-        experiences = reader.read(batch_size, timeout=5.0)
-        pending -= sum(not e.info.get("is_expert") for e in experiences)
-        session.remember_probes(experiences)
-        metrics = session.trainer.train_step(experiences)
-        _log(session.trainer_monitor, metrics, session.trainer.global_step)
+def train_once(session: RunSession, progress: Any, timeout: float | None = None) -> tuple[dict[str, float], int] | None:
+    """One trainer step, logged and checkpointed when due: (metrics, rollouts used); None when the buffer is exhausted."""
+    result = session.trainer.train_once(timeout)
+    if result is None:
+        return None
+    metrics, consumed = result
+    if metrics:
+        step = session.trainer.global_step()
+        session.log_trainer(metrics, step)
         if progress:
-            progress.update_train(session.trainer.global_step)
-        if session.should_save():
-            session.save_checkpoint(final=False)
-    return pending
+            progress.update_train(step)
+        session.save_if_due()
+    return metrics, consumed
+
+
+def training_done(session: RunSession) -> bool:
+    return stop_requested() or session.trainer.reached_total_steps()
+
+
+# ---------------------------------------------------------------- the modes
 
 
 def run_colocate(session: RunSession, progress: Any = None) -> None:
-    explorer, sync = session.explorer, session.synchronizer
-    reader = session.make_train_reader()
+    sync = session.synchronizer
+    batch_size = session.settings.train_batch_size
     startup_eval(session)
-    pending = 0
-    while True:
+    pending = 0  # rollouts written and not yet trained on
+    while not training_done(session):
         metrics = explore_once(session, progress)
         if metrics is None:
             break
         pending += int(metrics.get("rollout/num_experiences", 0))
-        if explorer.state.step % sync.sync_interval == 0:
-            before = session.trainer.global_step
-            pending = train_available(session, reader, pending, progress)
-            if session.trainer.global_step > before:
+        step = int(metrics["explorer/step"])
+        if step % sync.sync_interval == 0:
+            trained = False
+            while pending >= batch_size and not training_done(session):
+                result = train_once(session, progress, timeout=5.0)
+                if result is None:
+                    break
+                pending -= result[1]
+                trained = trained or bool(result[0])
+            if trained:
                 # One thread: the engine copies the tensors, so no snapshot is needed.
-                session.publish_weights(copy=False)
-                sync_metrics = session.load_weights(sync.poll())
-                _log(session.explorer_monitor, sync_metrics, explorer.state.step)
+                session.log_explorer(session.sync_now(copy=False), step)
         eval_if_due(session)
-        total = session.config.trainer.total_steps
-        if (total and session.trainer.global_step >= total) or stop_requested():
-            break
     if pending:
-        session.trainer_log.info("%d experiences left over (less than one training batch)", pending)
+        logger.info("%d experiences left over (less than one training batch)", pending)
 
 
 def run_both(session: RunSession, progress: Any = None) -> None:
-    with restored_torch_threads():
-        _run_both(session, progress)
-
-
-def _run_both(session: RunSession, progress: Any = None) -> None:
-    explorer, sync, trainer = session.explorer, session.synchronizer, session.trainer
-    reader = session.make_train_reader()
-    batch_size = session.config.buffer.train_batch_size
-    total = session.config.trainer.total_steps
+    sync = session.synchronizer
     errors: list[BaseException] = []
     stop = threading.Event()
-    trainer_threads = None
-    if trainer.device.type == "cpu":
-        trainer_threads, explorer_threads = split_cores()
-        for engine in session.engines:
-            if hasattr(engine, "compute_threads"):
-                engine.compute_threads = explorer_threads
 
     def explorer_loop() -> None:
         try:
             startup_eval(session)
             while not stop.is_set() and not stop_requested():
-                next_step = explorer.state.step + 1
-                update = None
-                if sync.sync_style == "trainer_driven":
-                    update = sync.poll()
-                elif sync.explorer_should_sync(next_step):
-                    if sync.sync_style == "explorer_driven":
-                        update = sync.request_sync()
-                    else:
-                        update = sync.wait_for(sync.required_version(next_step))
+                update = sync.explorer_update(session.explorer.step() + 1)
                 if update is not None:
-                    _log(session.explorer_monitor, session.load_weights(update), explorer.state.step)
+                    session.log_explorer(session.load_weights(update), session.explorer.step())
                 if explore_once(session, progress) is None:
                     break
                 eval_if_due(session)
         except BaseException as error:
             errors.append(error)
-            session.explorer_log.error("explorer failed: %s", traceback.format_exc())
+            logger.error("explorer failed: %s", traceback.format_exc())
             stop.set()
         finally:
-            session.writer.finish()
+            _quietly(session.explorer.finish_writing, "finishing the explorer's writes")
 
     def trainer_loop() -> None:
-        if trainer_threads:
-            torch.set_num_threads(trainer_threads)
         try:
-            while not stop.is_set() and not stop_requested() and not (total and trainer.global_step >= total):
-                try:
-                    experiences = reader.read(batch_size)
-                except BufferExhausted:
+            while not stop.is_set() and not training_done(session):
+                result = train_once(session, progress)
+                if result is None:
                     break
-                if len(experiences) < batch_size:
-                    session.trainer_log.info("read a partial batch of %d; training on it", len(experiences))
-                if not experiences:
-                    continue
-                session.remember_probes(experiences)
-                metrics = trainer.train_step(experiences)
-                _log(session.trainer_monitor, metrics, trainer.global_step)
-                if progress:
-                    progress.update_train(trainer.global_step)
-                if sync.trainer_should_publish(trainer.model_version):
+                if result[0] and sync.trainer_should_publish(session.trainer.model_version()):
                     session.publish_weights(copy=True)
-                if session.should_save():
-                    session.save_checkpoint(final=False)
         except BaseException as error:
             errors.append(error)
-            session.trainer_log.error("trainer failed: %s", traceback.format_exc())
+            logger.error("trainer failed: %s", traceback.format_exc())
             stop.set()
         finally:
-            session.publish_weights(copy=True)
+            if not errors:
+                _quietly(lambda: session.publish_weights(copy=True), "publishing the last weights")
             sync.trainer_finished()
             stop.set()  # nothing will consume further rollouts
-            reader.close()
+            _quietly(session.trainer.close_reader, "closing the trainer's reader")
 
     threads = [
         threading.Thread(target=explorer_loop, name="explorer", daemon=True),
@@ -197,48 +163,36 @@ def _run_both(session: RunSession, progress: Any = None) -> None:
 
 
 def run_train(session: RunSession, progress: Any = None) -> None:
-    from trivium.buffer.factory import create_reader
-
-    config, trainer = session.config, session.trainer
-    storage = config.buffer.trainer_input.experience_buffer
-    dataset_mode = config.algorithm.policy_loss_fn in ("sft", "dpo") or storage.storage_type == "file"
-    reader = (
-        create_reader(storage, tokenizer=session.tokenizer, total_epochs=config.buffer.total_epochs)
-        if dataset_mode
-        else create_reader(storage)
-    )
-    total = config.trainer.total_steps
-    epochs = config.buffer.total_epochs
-    batch_size = config.buffer.train_batch_size
-    while not (total and trainer.global_step >= total) and not stop_requested():
+    epochs = session.settings.total_epochs
+    has_total = bool(session.settings.trainer.total_steps)
+    while not training_done(session):
         # Dataset readers cycle; without total_steps, total_epochs ends the stage.
-        if not total and getattr(reader, "epoch", 0) >= epochs:
+        if not has_total and session.trainer.dataset_epoch() >= epochs:
             break
-        try:
-            experiences = reader.read(batch_size)
-        except BufferExhausted:
+        result = train_once(session, progress)
+        if result is None or not result[0]:
             break
-        if not experiences:
-            break
-        metrics = trainer.train_step(experiences)
-        _log(session.trainer_monitor, metrics, trainer.global_step)
-        if progress:
-            progress.update_train(trainer.global_step)
-        if session.should_save():
-            session.save_checkpoint(final=False)
 
 
 def run_explore(session: RunSession, progress: Any = None) -> None:
     """Explore alone; between steps, load a newer checkpoint if a trainer wrote one."""
     explorer = session.explorer
     startup_eval(session)
-    while not stop_requested():
-        latest = ckpt.latest_checkpoint(session.run_dir)
-        if latest is not None and latest > session.engines[0].version():
+    try:
+        while not stop_requested():
+            latest = ckpt.latest_checkpoint(session.run_dir)
+            if latest is not None and latest > explorer.served_version():
+                session.log_explorer(explorer.load_checkpoint_weights(latest), explorer.step())
+            if explore_once(session, progress) is None:
+                break
+            eval_if_due(session)
+    finally:
+        explorer.finish_writing()
 
-            weights = load_actor_weights(ckpt.step_dir(session.run_dir, latest) / "actor")
-            _log(session.explorer_monitor, session.load_weights(WeightUpdate(latest, weights=weights)), explorer.state.step)
-        if explore_once(session, progress) is None:
-            break
-        eval_if_due(session)
-    session.writer.finish()
+
+def _quietly(action, what: str) -> None:
+    """Tear-down steps after a failure must not hide the failure itself."""
+    try:
+        action()
+    except Exception as error:
+        logger.warning("%s failed: %s", what, error)

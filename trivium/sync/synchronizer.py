@@ -29,9 +29,9 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from trivium.errors import SyncTimeout
 
-class SyncTimeout(RuntimeError):
-    pass
+__all__ = ["SyncTimeout", "Synchronizer", "WeightUpdate", "stage_weights"]
 
 
 @dataclass
@@ -42,6 +42,12 @@ class WeightUpdate:
     # Sequences the engine sampled, with the trainer's logprobs of them under this version.
     probes: list | None = None
     probe_scores: list[torch.Tensor] | None = None
+    # collective transport (Ray): (name, shape, dtype) of each tensor the trainer will broadcast
+    spec: list[tuple[str, tuple[int, ...], str]] | None = None
+
+    @property
+    def is_collective(self) -> bool:
+        return self.spec is not None
 
     def load(self) -> dict[str, torch.Tensor]:
         if self.weights is not None:
@@ -64,8 +70,9 @@ class Synchronizer:
     ):
         if sync_method not in ("memory", "checkpoint", "nccl"):
             raise ValueError(f"unknown sync_method {sync_method!r}")
-        # nccl moves tensors between processes on GPUs; within one process memory is the same thing.
-        self.sync_method = "memory" if sync_method == "nccl" else sync_method
+        # In one process nccl is the same as memory; across Ray actors the session broadcasts
+        # collective updates (see trivium.sync.collective).
+        self.sync_method = sync_method
         self.sync_style = sync_style
         self.sync_interval = max(1, int(sync_interval))
         self.sync_offset = max(0, int(sync_offset))
@@ -150,20 +157,16 @@ class Synchronizer:
         probes: list | None = None,
         probe_scores: list[torch.Tensor] | None = None,
     ) -> None:
-        if self.sync_method == "checkpoint":
-            if self.run_dir is None:
-                raise ValueError("checkpoint sync needs a run directory")
-            directory = self.run_dir / "sync"
-            directory.mkdir(parents=True, exist_ok=True)
-            path = directory / f"weights_v{version}.safetensors"
-            tmp = path.with_suffix(".tmp")
-            save_file({k: v.contiguous() for k, v in _dedup(weights).items()}, str(tmp))
-            tmp.rename(path)
-            update = WeightUpdate(version=version, path=str(path), probes=probes, probe_scores=probe_scores)
-        else:
-            # The trainer keeps updating its tensors in place; hand over a snapshot when it runs on.
-            snapshot = {k: v.detach().clone() for k, v in weights.items()} if copy else weights
-            update = WeightUpdate(version=version, weights=snapshot, probes=probes, probe_scores=probe_scores)
+        """Stage ``weights`` for this synchronizer's transport, then publish them."""
+        self.publish_update(
+            stage_weights(
+                self.sync_method, version, weights, copy=copy, run_dir=self.run_dir, probes=probes,
+                probe_scores=probe_scores,
+            )
+        )
+
+    def publish_update(self, update: WeightUpdate) -> None:
+        """Make a staged update the newest version the explorer can load."""
         with self._cond:
             previous = self._latest
             self._latest = update
@@ -171,7 +174,22 @@ class Synchronizer:
             self._cond.notify_all()
         if previous is not None and previous.path and previous.path != update.path:
             Path(previous.path).unlink(missing_ok=True)
-        self.logger.info("trainer published weight version %d (%s)", version, self.sync_method)
+        self.logger.info("trainer published weight version %d (%s)", update.version, self.sync_method)
+
+    # ------------------------------------------------------------------ policy of the concurrent loop
+    def explorer_update(self, next_explore_step: int) -> WeightUpdate | None:
+        """Before explorer step ``next_explore_step`` of a concurrent run: the update to load, if any.
+
+        Blocks when the style makes the explorer wait (fixed: for the version it needs;
+        explorer_driven: for the trainer to hand over its newest weights).
+        """
+        if self.sync_style == "trainer_driven":
+            return self.poll()
+        if not self.explorer_should_sync(next_explore_step):
+            return None
+        if self.sync_style == "explorer_driven":
+            return self.request_sync()
+        return self.wait_for(self.required_version(next_explore_step))
 
     def trainer_finished(self) -> None:
         with self._cond:
@@ -190,6 +208,32 @@ class Synchronizer:
                         "check log/explorer.log"
                     )
                 self._cond.wait(remaining)
+
+
+def stage_weights(
+    method: str,
+    version: int,
+    weights: dict[str, torch.Tensor],
+    *,
+    copy: bool = True,
+    run_dir: Path | None = None,
+    probes: list | None = None,
+    probe_scores: list[torch.Tensor] | None = None,
+) -> WeightUpdate:
+    """Put ``weights`` where the explorer can load them: in memory, or a file under the run directory."""
+    if method == "checkpoint":
+        if run_dir is None:
+            raise ValueError("checkpoint sync needs a run directory")
+        directory = Path(run_dir) / "sync"
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"weights_v{version}.safetensors"
+        tmp = path.with_suffix(".tmp")
+        save_file({k: v.contiguous() for k, v in _dedup(weights).items()}, str(tmp))
+        tmp.rename(path)
+        return WeightUpdate(version=version, path=str(path), probes=probes, probe_scores=probe_scores)
+    # The trainer keeps updating its tensors in place; hand over a snapshot when it runs on.
+    snapshot = {k: v.detach().clone() for k, v in weights.items()} if copy else weights
+    return WeightUpdate(version=version, weights=snapshot, probes=probes, probe_scores=probe_scores)
 
 
 def _dedup(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

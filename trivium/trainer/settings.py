@@ -45,8 +45,8 @@ class TrainerSettings:
     cliprange_value: float = 0.5
     grad_clip: float = 1.0
     ppo_epochs: int = 1
-    micro_batch_size: int = 8
-    use_dynamic_bsz: bool = False
+    micro_batch_size: int = 1
+    use_dynamic_bsz: bool = True
     max_token_len_per_gpu: int = 16384
     total_steps: int | None = None
     # "auto": reuse the update's own forward when the batch gets one optimizer step (the
@@ -63,3 +63,6 @@ class TrainerSettings:
     loss: LossSettings = field(default_factory=LossSettings)
     dtype: str = "float32"
     device: str = "cpu"
+    # torch threads of the training thread (None: the process default); set when the trainer
+    # shares one CPU with engines that run at the same time.
+    cpu_threads: int | None = None

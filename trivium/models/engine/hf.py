@@ -54,6 +54,7 @@ class HFEngine(InferenceEngine):
         max_num_seqs: int = 256,
         use_fast_decoder: bool = True,
         version: int = 0,
+        compute_threads: int | None = None,
     ):
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -61,8 +62,9 @@ class HFEngine(InferenceEngine):
         self.max_num_seqs = max_num_seqs
         self._version = version
         self._lock = threading.RLock()
-        # torch threads for the thread that calls generate (None: leave as is); see runtime/cpu_share.py.
-        self.compute_threads: int | None = None
+        # torch threads of the thread that samples (None: leave as is). Under OpenMP the count is
+        # per OS thread, so it is set on every call; see trivium/runtime/cpu_share.py.
+        self.compute_threads = compute_threads
         self._generator = torch.Generator(device="cpu").manual_seed(seed)
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
         self.pad_token_id = self._pad_token_id()

@@ -1,0 +1,257 @@
+"""The actors of a Ray run and the handles the rest of trivium sees them through.
+
+- ``EngineHost``: one inference engine in its own process, with its end of the weight
+  broadcast group.
+- ``ExplorerActor`` / ``TrainerActor``: the workers of ``trivium.runtime.workers`` in their own
+  processes, looking up the run's shared experience queues by name.
+- ``QueueHost``: an experience queue shared by the explorer and trainer processes.
+- ``RemoteEngine``: the engine interface over an ``EngineHost`` handle (used by the explorer).
+- ``ActorProxy``: blocking calls on a worker actor, as if it were the local object.
+
+Calls go through Ray; errors come back as the original exception, and an actor whose
+process died becomes ``ComponentDied`` naming it, so the run stops with a clear message.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from trivium.errors import ComponentDied
+from trivium.models.engine.base import InferenceEngine
+from trivium.runtime.settings import EngineSettings, RunSettings
+from trivium.runtime.workers import ExplorerWorker, TrainerWorker, load_actor_weights
+
+
+def queue_actor_name(buffer_name: str) -> str:
+    return f"queue:{buffer_name}"
+
+
+@contextmanager
+def actor_errors(name: str) -> Iterator[None]:
+    """Translate Ray's wrappers: a dead actor names itself; a raised error comes back as itself."""
+    import ray.exceptions
+
+    try:
+        yield
+    except ray.exceptions.RayActorError as error:
+        raise ComponentDied(
+            f"the {name} actor died ({type(error).__name__}): its process was killed or crashed; "
+            f"see the run's log/ folder. Resume with continue_from_checkpoint: true."
+        ) from None
+    except ray.exceptions.RayTaskError as error:
+        cause = getattr(error, "cause", None)
+        if isinstance(cause, BaseException):
+            raise cause from None
+        raise
+
+
+def call_actor(handle: Any, name: str, method: str, *args: Any, **kwargs: Any) -> Any:
+    import ray
+
+    with actor_errors(name):
+        return ray.get(getattr(handle, method).remote(*args, **kwargs))
+
+
+class ActorProxy:
+    """Blocking method calls on an actor: ``proxy.train_once()`` is ``ray.get(actor.train_once.remote())``."""
+
+    def __init__(self, handle: Any, name: str):
+        self.handle = handle
+        self.name = name
+
+    def __getattr__(self, method: str) -> Any:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return lambda *args, **kwargs: call_actor(self.handle, self.name, method, *args, **kwargs)
+
+
+def prepare_actor_process(namespace: str, torch_threads: int | None) -> None:
+    """In a fresh actor process: share the run's queues by name, and set the compute threads."""
+    import ray
+
+    from trivium.buffer.queue_storage import share_queues_through
+
+    share_queues_through(lambda name: QueueClient(ray.get_actor(queue_actor_name(name), namespace=namespace), name))
+    if torch_threads:
+        torch.set_num_threads(torch_threads)
+
+
+# ---------------------------------------------------------------- workers
+
+
+class ExplorerActor(ExplorerWorker):
+    def __init__(self, settings: RunSettings, engine_handles: list[Any], torch_threads: int | None):
+        prepare_actor_process(settings.placement.namespace, torch_threads)
+        super().__init__(settings, engine_handles=engine_handles)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class TrainerActor(TrainerWorker):
+    def __init__(self, settings: RunSettings, resume_step: int | None, torch_threads: int | None):
+        prepare_actor_process(settings.placement.namespace, torch_threads)
+        super().__init__(settings, resume_step=resume_step)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def node_address(self) -> str:
+        import ray
+
+        return ray.util.get_node_ip_address()
+
+    def free_port(self) -> int:
+        from trivium.sync.collective import free_port
+
+        return free_port(self.node_address())
+
+
+# ---------------------------------------------------------------- engines
+
+
+class EngineHost:
+    """An inference engine in its own process."""
+
+    def __init__(self, settings: EngineSettings, index: int, run: RunSettings, torch_threads: int | None):
+        from trivium.models.engine import create_engine
+        from trivium.monitor.logs import setup_component_logger
+
+        if torch_threads:
+            torch.set_num_threads(torch_threads)
+        self.name = f"rollout_engine_{index}"
+        self.log = setup_component_logger(run.run_dir, self.name, run.log.level, run.log.group_by_node)
+        self.engine = create_engine(settings.engine_type, **settings.factory_kwargs(index))
+        self.group = None
+        self.log.info("%s serves %s (%s)", self.name, settings.model_path, settings.engine_type)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def generate(self, prompts, params):
+        return self.engine.generate(prompts, params)
+
+    def compute_logprobs(self, sequences, prompt_lengths):
+        return self.engine.compute_logprobs(sequences, prompt_lengths)
+
+    def update_weights(self, state_dict, version: int) -> int:
+        return self.engine.update_weights(state_dict, version)
+
+    def load_model_dir(self, model_dir: str, version: int) -> int:
+        from pathlib import Path
+
+        return self.engine.update_weights(load_actor_weights(Path(model_dir)), version)
+
+    def version(self) -> int:
+        return self.engine.version()
+
+    def join_broadcast_group(self, address: str, port: int, rank: int, world_size: int, backend: str, timeout: float) -> None:
+        from trivium.sync.collective import WeightBroadcastGroup
+
+        self.group = WeightBroadcastGroup(
+            address=address, port=port, rank=rank, world_size=world_size, backend=backend, timeout=timeout
+        )
+
+    def receive_broadcast(self, spec, version: int) -> int:
+        for bucket in self.group.receive(spec):
+            self.engine.update_weights(bucket, version)
+        self.log.info("%s loaded weight version %d by broadcast", self.name, version)
+        return self.engine.version()
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+class RemoteEngine(InferenceEngine):
+    """The explorer's view of an ``EngineHost``: the engine interface, over Ray."""
+
+    def __init__(self, handle: Any, *, tokenizer_path: str | None, name: str):
+        from transformers import AutoTokenizer
+
+        self.handle = handle
+        self.name = name
+        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path) if tokenizer_path else None
+
+    def _call(self, method: str, *args: Any) -> Any:
+        return call_actor(self.handle, self.name, method, *args)
+
+    def generate(self, prompts, params):
+        return self._call("generate", prompts, params)
+
+    def compute_logprobs(self, sequences, prompt_lengths):
+        return self._call("compute_logprobs", sequences, prompt_lengths)
+
+    def update_weights(self, state_dict, version: int) -> int:
+        return self._call("update_weights", state_dict, version)
+
+    def version(self) -> int:
+        return self._call("version")
+
+
+# ---------------------------------------------------------------- shared queues
+
+
+class QueueHost:
+    """An ``ExperienceQueue`` in its own process; a threaded actor, so blocking reads and writes overlap."""
+
+    def __init__(self, storage_config: Any):
+        from trivium.buffer.queue_storage import new_queue
+
+        logging.basicConfig(level=logging.INFO)
+        self.queue = new_queue(storage_config)
+
+    def register_writer(self) -> None:
+        self.queue.register_writer()
+
+    def writer_finished(self) -> None:
+        self.queue.writer_finished()
+
+    def put(self, experiences) -> None:
+        self.queue.put(experiences)
+
+    def get(self, batch_size: int, timeout: float):
+        return self.queue.get(batch_size, timeout)
+
+    def close_consumer(self) -> None:
+        self.queue.close_consumer()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def size(self) -> int:
+        return len(self.queue)
+
+
+class QueueClient:
+    """What queue readers and writers call, forwarded to a ``QueueHost``."""
+
+    def __init__(self, handle: Any, name: str):
+        self.handle = handle
+        self.name = name
+
+    def _call(self, method: str, *args: Any) -> Any:
+        return call_actor(self.handle, f"experience queue '{self.name}'", method, *args)
+
+    def register_writer(self) -> None:
+        self._call("register_writer")
+
+    def writer_finished(self) -> None:
+        self._call("writer_finished")
+
+    def put(self, experiences) -> None:
+        self._call("put", experiences)
+
+    def get(self, batch_size: int, timeout: float):
+        return self._call("get", batch_size, timeout)
+
+    def close_consumer(self) -> None:
+        self._call("close_consumer")
+
+    def __len__(self) -> int:
+        return self._call("size")

@@ -1,0 +1,275 @@
+"""Placing a run's components on Ray: start or join Ray, reserve resources, create the actors.
+
+One placement group holds a bundle per actor: each rollout engine (its GPUs, or a slice of a
+CPU), the trainer (a GPU, or a slice of a CPU), the explorer and the shared experience
+queues. On CPU-only machines every actor reserves a fraction of a CPU, so a 2-core machine
+never waits for resources that do not exist; each process then sets its own torch thread
+count so the cores are split, not oversubscribed.
+
+Without ``cluster.ray_address`` (or ``RAY_ADDRESS``) a local Ray is started and shut down at
+the end; with one, the run joins that cluster and leaves it running. Actors are named in the
+run's namespace (``ray_namespace``) and killed at the end of the run either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from typing import Any
+
+from trivium.errors import ComponentDied, UserError
+from trivium.runtime.ray_actors import (
+    ActorProxy,
+    EngineHost,
+    ExplorerActor,
+    QueueHost,
+    TrainerActor,
+    actor_errors,
+    queue_actor_name,
+)
+from trivium.runtime.settings import RunSettings
+from trivium.sync.synchronizer import SyncTimeout, WeightUpdate
+
+logger = logging.getLogger("trivium.runtime")
+
+# The CPU slice each actor reserves on a CPU-only cluster.
+CPU_SLICE = 0.25
+ACTOR_TABLE = "ray_actors.json"
+# Threads a queue actor needs: blocked writers and readers each hold one.
+QUEUE_CONCURRENCY = 16
+
+
+class RayPlacement:
+    def __init__(self, settings: RunSettings):
+        import ray
+
+        self.settings = settings
+        placement = settings.placement
+        self.started_ray = False
+        if not ray.is_initialized():
+            if placement.ray_address:
+                ray.init(address=placement.ray_address, namespace=placement.namespace, log_to_driver=True)
+            else:
+                ray.init(namespace=placement.namespace, include_dashboard=False, log_to_driver=True)
+                self.started_ray = True
+        self.namespace = placement.namespace
+        self.on_gpus = placement.device_type == "cuda"
+        self.handles: dict[str, Any] = {}
+        self.engine_handles: list[Any] = []
+        self.trainer_handle = None
+        self._bundles: dict[str, int] = {}
+        self.placement_group = self._reserve()
+        self._create_queues()
+        cpus = int(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
+        self.trainer_threads, self.engine_threads = self._thread_split(cpus)
+        logger.info("placed on Ray (namespace %s, %d CPUs, started here: %s)", self.namespace, cpus, self.started_ray)
+
+    # ------------------------------------------------------------------ resources
+    def _reserve(self) -> Any:
+        import ray
+        from ray.util.placement_group import placement_group
+
+        settings = self.settings
+        bundles: list[dict[str, float]] = []
+
+        def add(name: str, gpus: float) -> None:
+            self._bundles[name] = len(bundles)
+            bundles.append({"CPU": CPU_SLICE, **({"GPU": gpus} if gpus else {})})
+
+        if settings.traits.explores:
+            rollout = settings.explorer.rollout
+            if rollout.engine_type not in ("hf", "vllm"):
+                raise UserError(
+                    f"explorer.rollout_model.engine_type '{rollout.engine_type}' has no engine to place on Ray; "
+                    "use hf or vllm, or cluster.placement: process"
+                )
+            if rollout.engine_type == "hf" and rollout.tensor_parallel_size > 1:
+                raise UserError(
+                    "explorer.rollout_model.tensor_parallel_size > 1 needs engine_type vllm; the hf engine runs on one device"
+                )
+            for index in range(rollout.count):
+                add(f"engine_{index}", rollout.tensor_parallel_size if self.on_gpus else 0)
+            add("explorer", 0)
+        if settings.traits.trains:
+            add("trainer", 1 if self.on_gpus else 0)
+        group = placement_group(bundles, strategy="PACK")
+        ready, _ = ray.wait([group.ready()], timeout=120)
+        if not ready:
+            raise UserError(
+                f"Ray could not reserve the run's resources within 120 s: {bundles}; the cluster has "
+                f"{ray.cluster_resources()}. Lower engine_num / tensor_parallel_size or add nodes."
+            )
+        return group
+
+    def _options(self, name: str, **options: Any) -> dict[str, Any]:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        bundle = self._bundles[name]
+        gpus = self.placement_group.bundle_specs[bundle].get("GPU", 0)
+        return {
+            "name": name,
+            "namespace": self.namespace,
+            "num_cpus": CPU_SLICE,
+            "num_gpus": gpus,
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                placement_group=self.placement_group, placement_group_bundle_index=bundle
+            ),
+            **options,
+        }
+
+    def _thread_split(self, cpus: int) -> tuple[int, int]:
+        """(trainer threads, threads per engine) when they all compute on the same CPUs."""
+        engines = self.settings.explorer.rollout.count if self.settings.traits.explores else 0
+        if not self.settings.traits.trains:
+            return 1, max(1, cpus // max(1, engines))
+        if not engines:
+            return cpus, 1
+        trainer = max(1, cpus - cpus // 2)
+        return trainer, max(1, math.floor((cpus - trainer) / engines))
+
+    def _create_queues(self) -> None:
+        import ray
+
+        storages = {}
+        if self.settings.explorer is not None:
+            storages[self.settings.explorer.experience_buffer.name] = self.settings.explorer.experience_buffer
+        if self.settings.trainer_input is not None:
+            inputs = self.settings.trainer_input
+            for storage in [inputs.experience_buffer, *(buffer for _, buffer in inputs.auxiliary_buffers)]:
+                storages[storage.name] = storage
+        for storage in storages.values():
+            if storage.storage_type != "queue":
+                continue
+            name = queue_actor_name(storage.name)
+            handle = (
+                ray.remote(QueueHost)
+                .options(**self._options("explorer", max_concurrency=QUEUE_CONCURRENCY) | {"name": name, "num_cpus": 0})
+                .remote(storage)
+            )
+            self.handles[name] = handle
+        # Queues must exist before the workers look them up by name.
+        for name, handle in list(self.handles.items()):
+            with actor_errors(name):
+                ray.get(handle.size.remote())
+
+    # ------------------------------------------------------------------ workers
+    def engines(self) -> list[Any]:
+        import ray
+
+        if self.engine_handles:
+            return self.engine_handles
+        rollout = self.settings.explorer.rollout
+        for index in range(rollout.count):
+            name = f"rollout_engine_{index}"
+            handle = ray.remote(EngineHost).options(**self._options(f"engine_{index}") | {"name": name}).remote(
+                rollout, index, self.settings, None if self.on_gpus else self.engine_threads
+            )
+            self.handles[name] = handle
+            self.engine_handles.append(handle)
+        for index, handle in enumerate(self.engine_handles):
+            with actor_errors(f"rollout_engine_{index}"):
+                ray.get(handle.version.remote())
+        return self.engine_handles
+
+    def explorer(self) -> ActorProxy:
+        import ray
+
+        engines = self.engines()
+        handle = ray.remote(ExplorerActor).options(**self._options("explorer", max_concurrency=2)).remote(
+            self.settings, engines, 1
+        )
+        self.handles["explorer"] = handle
+        proxy = ActorProxy(handle, "explorer")
+        proxy.step()  # waits for the constructor: its errors surface here
+        return proxy
+
+    def trainer(self, resume_step: int | None) -> ActorProxy:
+        import ray
+
+        handle = ray.remote(TrainerActor).options(**self._options("trainer", max_concurrency=2)).remote(
+            self.settings, resume_step, None if self.on_gpus else self.trainer_threads
+        )
+        self.handles["trainer"] = handle
+        self.trainer_handle = handle
+        proxy = ActorProxy(handle, "trainer")
+        proxy.global_step()
+        return proxy
+
+    def write_actor_table(self) -> None:
+        """``<run dir>/ray_actors.json``: the process id of every worker and engine actor."""
+        import json
+
+        import ray
+
+        pids = {name: ray.get(handle.pid.remote()) for name, handle in self.handles.items() if not name.startswith("queue:")}
+        (self.settings.run_dir / ACTOR_TABLE).write_text(json.dumps(pids, indent=2))
+
+    # ------------------------------------------------------------------ weights
+    def connect_weight_broadcast(self, trainer: ActorProxy) -> None:
+        """Join the trainer (rank 0) and every engine in one broadcast group."""
+        timeout = self.settings.sync.timeout
+        backend = "nccl" if self.on_gpus else "gloo"
+        address, port = trainer.node_address(), trainer.free_port()
+        world = 1 + len(self.engine_handles)
+        refs = {"trainer": self.trainer_handle.join_broadcast_group.remote(address, port, world, backend, timeout)}
+        for index, handle in enumerate(self.engine_handles):
+            refs[f"rollout_engine_{index}"] = handle.join_broadcast_group.remote(
+                address, port, index + 1, world, backend, timeout
+            )
+        self._wait_all(refs, timeout, what=f"joining the weight broadcast group ({backend})")
+        logger.info("weight broadcast group ready: %d processes over %s at %s:%d", world, backend, address, port)
+
+    def broadcast_weights(self, trainer: ActorProxy, update: WeightUpdate, *, timeout: float) -> dict[str, float]:
+        refs = {"trainer": self.trainer_handle.broadcast_staged.remote(update.version)}
+        for index, handle in enumerate(self.engine_handles):
+            refs[f"rollout_engine_{index}"] = handle.receive_broadcast.remote(update.spec, update.version)
+        results = self._wait_all(refs, timeout, what=f"the broadcast of weight version {update.version}")
+        return {"sync/bytes": float(results["trainer"])}
+
+    def _wait_all(self, refs: dict[str, Any], timeout: float, *, what: str) -> dict[str, Any]:
+        """Results by actor name; the first failure or a timeout names the actors concerned."""
+        import time
+
+        import ray
+
+        names = {ref: name for name, ref in refs.items()}
+        pending = list(refs.values())
+        results: dict[str, Any] = {}
+        deadline = time.monotonic() + timeout
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+            if not done:
+                waiting = ", ".join(names[ref] for ref in pending)
+                raise SyncTimeout(
+                    f"{what} did not finish within {timeout:.0f}s (synchronizer.sync_timeout): still waiting for "
+                    f"{waiting}; see their logs in the run's log/ folder"
+                )
+            ref = done[0]
+            with actor_errors(names[ref]):
+                results[names[ref]] = ray.get(ref)
+        return results
+
+    # ------------------------------------------------------------------ tear-down
+    def shutdown(self) -> None:
+        import ray
+
+        if not ray.is_initialized():
+            return
+        for name, handle in self.handles.items():
+            try:
+                ray.kill(handle)
+            except Exception as error:  # already gone
+                logger.debug("could not kill %s: %s", name, error)
+        self.handles.clear()
+        try:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(self.placement_group)
+        except Exception as error:
+            logger.debug("could not remove the placement group: %s", error)
+        # A joined cluster keeps running; this only disconnects from it.
+        ray.shutdown()
+
+
+__all__ = ["ComponentDied", "RayPlacement"]

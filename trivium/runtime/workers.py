@@ -1,0 +1,328 @@
+"""The two sides of a run, each an object that works in this process or as a Ray actor.
+
+``ExplorerWorker`` owns the rollout engines (or handles to engine actors), the model wrappers,
+the runner pool, the experience writer and the explorer. ``TrainerWorker`` owns the trainer,
+its buffer reader and its checkpoints. Their methods are the whole vocabulary of the mode
+loops (``explore_once``, ``train_once``, ``stage_weights``, ``load_weights``, ...): plain
+values in, plain values out, so a Ray actor handle serves them unchanged.
+
+Neither reads the config: they build their parts from the typed ``RunSettings`` through
+``trivium.runtime.builders``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trivium.buffer.base import BufferExhausted
+from trivium.errors import UserError
+from trivium.runtime import builders
+from trivium.runtime.settings import RunSettings
+from trivium.sync.self_check import check_sync, trainer_logprobs
+from trivium.sync.synchronizer import WeightUpdate, stage_weights
+from trivium.trainer import checkpoint as ckpt
+
+EXPLORER_STATE_FILE = "explorer_state.json"
+
+
+class ExplorerWorker:
+    def __init__(
+        self,
+        settings: RunSettings,
+        *,
+        engines: list[Any] | None = None,
+        engine_handles: list[Any] | None = None,
+    ):
+        from trivium.buffer.factory import create_writer
+        from trivium.monitor.logs import setup_component_logger
+
+        self.settings = settings
+        self.run_dir = settings.run_dir
+        self.log = setup_component_logger(
+            self.run_dir, settings.log.explorer_name, settings.log.level, settings.log.group_by_node
+        )
+        explorer = settings.explorer
+        if engines is None:
+            engines = (
+                builders.remote_engines(engine_handles, explorer.rollout)
+                if engine_handles is not None
+                else builders.build_engines(explorer.rollout)
+            )
+        self.engines = engines
+        self.wrappers = builders.build_wrappers(explorer.wrapper, self.engines)
+        self.auxiliary_wrappers = builders.build_auxiliary_wrappers(explorer)
+        pool = builders.build_runner_pool(settings, self.wrappers, self.auxiliary_wrappers)
+        explores_tasksets = settings.traits.reads_training_tasksets
+        self.writer = create_writer(explorer.experience_buffer) if explores_tasksets else None
+        self.explorer = builders.build_explorer(
+            settings,
+            taskset_reader=builders.build_taskset_reader(settings) if explores_tasksets else None,
+            writer=self.writer,
+            pool=pool,
+            version_fn=self.served_version,
+        )
+        self.explorer.logger = self.log
+        self._stop_reports = threading.Event()
+        self._start_runner_reports(explorer.runner_state_report_interval)
+
+    # ------------------------------------------------------------------ state
+    def step(self) -> int:
+        return self.explorer.state.step
+
+    def served_version(self) -> int:
+        return self.engines[0].version()
+
+    def has_eval_sets(self) -> bool:
+        return bool(self.explorer.eval_sets)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.explorer.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.explorer.load_state_dict(state)
+
+    @property
+    def position_file(self) -> Path:
+        return self.run_dir / EXPLORER_STATE_FILE
+
+    def restore_position(self) -> bool:
+        """Explore-only runs have no checkpoints; their position file says where they stopped."""
+        if not self.position_file.exists():
+            return False
+        self.load_state_dict(json.loads(self.position_file.read_text()))
+        self.log.info("resumed the explorer at step %d", self.step())
+        return True
+
+    def restore_checkpoint(self, step: int) -> None:
+        state_file = ckpt.step_dir(self.run_dir, step) / EXPLORER_STATE_FILE
+        if state_file.exists():
+            self.load_state_dict(json.loads(state_file.read_text()))
+
+    # ------------------------------------------------------------------ work
+    def explore_once(self) -> dict[str, float] | None:
+        """One explorer step; its metrics, or None when the tasksets are exhausted."""
+        metrics = self.explorer.explore_step()
+        self._release_engine_threads()
+        if metrics is not None:
+            self._save_position()
+        return metrics
+
+    def evaluate(self) -> dict[str, float]:
+        metrics = self.explorer.evaluate()
+        self._release_engine_threads()
+        return metrics
+
+    def finish_writing(self) -> None:
+        """No more experiences will come from this explorer (readers then drain the buffer)."""
+        if self.writer is not None:
+            self.writer.finish()
+
+    def _save_position(self) -> None:
+        """Where the explorer stands in its tasksets, written atomically after each step."""
+        tmp = self.position_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state_dict()))
+        tmp.replace(self.position_file)
+
+    def _release_engine_threads(self) -> None:
+        # Between steps the wrappers' serving threads exit (see RequestBatcher).
+        for wrapper in (*self.wrappers, *self.auxiliary_wrappers):
+            wrapper.park()
+
+    # ------------------------------------------------------------------ weights
+    def load_weights(self, update: WeightUpdate) -> dict[str, float]:
+        """Load an in-memory or file update into every engine and confirm its version."""
+        start = time.perf_counter()
+        weights = update.load()
+        for engine in self.engines:
+            confirmed = engine.update_weights(weights, update.version)
+            if confirmed != update.version:
+                raise RuntimeError(f"engine confirmed version {confirmed} after loading {update.version}")
+        return {"time/sync": time.perf_counter() - start}
+
+    def load_checkpoint_weights(self, step: int) -> dict[str, float]:
+        """Serve the actor weights of ``global_step_<step>`` (resume, explore mode, bench)."""
+        return self.load_model_weights(str(ckpt.step_dir(self.run_dir, step) / "actor"), step)
+
+    def load_model_weights(self, model_dir: str, version: int) -> dict[str, float]:
+        return self.load_weights(WeightUpdate(version, weights=load_actor_weights(Path(model_dir))))
+
+    def self_check(self, update: WeightUpdate) -> dict[str, float]:
+        """Engine vs trainer logprobs of the update's probes, when it carries some."""
+        if not update.probes:
+            return {}
+        return check_sync(update.probe_scores, self.engines[0], update.probes, version=update.version, logger=self.log)
+
+    # ------------------------------------------------------------------ tear-down
+    def _start_runner_reports(self, interval: float) -> None:
+        """Print every runner's status every ``interval`` seconds (0 turns it off)."""
+        if not interval or interval <= 0:
+            return
+        from trivium.monitor.progress import format_runner_states
+
+        def report() -> None:
+            while not self._stop_reports.wait(interval):
+                line = format_runner_states(self.explorer.runner_pool.snapshot_states())
+                self.log.info(line)
+                print(line, flush=True)
+
+        threading.Thread(target=report, name="runner-state-report", daemon=True).start()
+
+    def close(self) -> None:
+        self._stop_reports.set()
+        self.explorer.runner_pool.shutdown()
+        for wrapper in (*self.wrappers, *self.auxiliary_wrappers):
+            wrapper.close()
+        for engine in self.engines:
+            engine.close()
+
+
+class TrainerWorker:
+    def __init__(self, settings: RunSettings, *, resume_step: int | None = None):
+        from transformers import AutoTokenizer
+
+        from trivium.monitor.logs import setup_component_logger
+        from trivium.trainer.trainer import Trainer
+
+        self.settings = settings
+        self.run_dir = settings.run_dir
+        self.log = setup_component_logger(
+            self.run_dir, settings.log.trainer_name, settings.log.level, settings.log.group_by_node
+        )
+        torch.manual_seed(settings.seed)
+        trainer_settings = settings.trainer
+        self.tokenizer = AutoTokenizer.from_pretrained(trainer_settings.model_path)
+        pad = self.tokenizer.pad_token_id
+        self.trainer = Trainer(
+            trainer_settings,
+            run_dir=self.run_dir,
+            tokenizer=self.tokenizer,
+            pad_token_id=pad if pad is not None else 0,
+            logger=self.log,
+        )
+        if resume_step is not None:
+            self.trainer.load_checkpoint(resume_step)
+            self.log.info("resumed the trainer from global_step_%d", resume_step)
+        self.reader = builders.build_train_reader(settings, self.tokenizer)
+        self.probe_experiences: list[Any] = []
+        self.publications = 0  # weight publications so far; every self_check_interval-th is checked
+        # nccl: snapshots by version, kept until broadcast (a broadcast may run in another thread
+        # while the trainer goes on training and staging newer versions).
+        self._staged: dict[int, dict[str, torch.Tensor]] = {}
+        self._staged_lock = threading.Lock()
+        self._broadcast_group = None
+
+    # ------------------------------------------------------------------ state
+    def global_step(self) -> int:
+        return self.trainer.global_step
+
+    def model_version(self) -> int:
+        return self.trainer.model_version
+
+    def reached_total_steps(self) -> bool:
+        total = self.settings.trainer.total_steps
+        return bool(total) and self.trainer.global_step >= total
+
+    def dataset_epoch(self) -> int:
+        return int(getattr(self.reader, "epoch", 0))
+
+    # ------------------------------------------------------------------ work
+    def train_once(self, timeout: float | None = None) -> tuple[dict[str, float], int] | None:
+        """Read one batch and train on it: (metrics, rollouts consumed); None when the buffer is exhausted.
+
+        An empty read (nothing arrived within the timeout) returns empty metrics and 0.
+        """
+        if self.settings.trainer.cpu_threads:
+            torch.set_num_threads(self.settings.trainer.cpu_threads)
+        batch_size = self.settings.train_batch_size
+        try:
+            experiences = self.reader.read(batch_size, timeout=timeout)
+        except BufferExhausted:
+            return None
+        if not experiences:
+            return {}, 0
+        if len(experiences) < batch_size:
+            self.log.info("read a partial batch of %d; training on it", len(experiences))
+        self.probe_experiences = [e for e in experiences[:2] if e.response_length > 0]
+        metrics = self.trainer.train_step(experiences)
+        return metrics, sum(not e.info.get("is_expert") for e in experiences)
+
+    def close_reader(self) -> None:
+        self.reader.close()
+
+    # ------------------------------------------------------------------ weights
+    def stage_weights(self, method: str, *, copy: bool) -> WeightUpdate:
+        """The current weights, ready for the explorer, with self-check scores when due.
+
+        ``memory`` and ``checkpoint`` put the tensors in the update (or a file); ``nccl`` keeps
+        a snapshot here for ``broadcast_staged`` and puts only the tensor layout in the update.
+        """
+        interval = self.settings.sync.self_check_interval
+        due = bool(interval) and self.publications % interval == 0
+        self.publications += 1
+        # The check costs a forward pass on each side; a broken transport fails every sync alike.
+        probes = (self.probe_experiences[-2:] or None) if due else None
+        scores = trainer_logprobs(self.trainer.actor, probes, self.trainer.pad_token_id) if probes else None
+        version, weights = self.trainer.model_version, self.trainer.weights_for_sync()
+        if method == "nccl" and self._broadcast_group is not None:
+            snapshot = {name: tensor.detach().clone() for name, tensor in weights.items()}
+            with self._staged_lock:
+                self._staged[version] = snapshot
+            spec = [(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in snapshot.items()]
+            return WeightUpdate(version=version, spec=spec, probes=probes, probe_scores=scores)
+        return stage_weights(
+            method, version, weights, copy=copy, run_dir=self.run_dir, probes=probes, probe_scores=scores
+        )
+
+    def join_broadcast_group(self, address: str, port: int, world_size: int, backend: str, timeout: float) -> None:
+        from trivium.sync.collective import WeightBroadcastGroup
+
+        self._broadcast_group = WeightBroadcastGroup(
+            address=address, port=port, rank=0, world_size=world_size, backend=backend, timeout=timeout
+        )
+
+    def broadcast_staged(self, version: int) -> int:
+        """Send staged ``version`` to every engine of the broadcast group; returns the bytes sent.
+
+        Older snapshots are dropped: the explorer never asks for a version older than one it loaded.
+        """
+        with self._staged_lock:
+            snapshot = self._staged.get(version)
+            for old in [v for v in self._staged if v < version]:
+                del self._staged[old]
+        if snapshot is None or self._broadcast_group is None:
+            raise RuntimeError(f"weight version {version} was not staged for a broadcast")
+        return self._broadcast_group.send(snapshot)
+
+    # ------------------------------------------------------------------ checkpoints
+    def save_checkpoint(self, *, final: bool, explorer_state: dict[str, Any] | None = None) -> str:
+        policy = self.settings.checkpoints.save_hf_checkpoint
+        export_hf = policy == "always" or (policy == "last" and final)
+        extra = {EXPLORER_STATE_FILE: explorer_state} if explorer_state is not None else None
+        path = self.trainer.save_checkpoint(export_hf=export_hf, extra_files=extra)
+        if policy == "last" and final:
+            ckpt.strip_hf_exports(self.run_dir, except_step=self.trainer.global_step)
+        ckpt.prune_checkpoints(self.run_dir, self.settings.checkpoints.max_checkpoints_to_keep)
+        self.log.info("saved checkpoint %s", path)
+        return str(path)
+
+    def checkpoint_due(self) -> bool:
+        interval = self.settings.checkpoints.save_interval
+        return bool(interval) and self.trainer.global_step % interval == 0
+
+    def close(self) -> None:
+        if self._broadcast_group is not None:
+            self._broadcast_group.close()
+
+
+def load_actor_weights(actor_dir: Path) -> dict[str, torch.Tensor]:
+    from trivium.trainer.trainer import load_causal_lm
+
+    if not (actor_dir / "config.json").exists():
+        raise UserError(f"{actor_dir} holds no model (config.json is missing); is the checkpoint complete?")
+    return load_causal_lm(str(actor_dir), trainable=False).state_dict()

@@ -97,7 +97,7 @@ def test_enable_thinking_reaches_the_template(engine):
     assert wrapper.chat(MESSAGES, max_tokens=2)[0].prompt_text.endswith("<think>\n\n</think>\n\n")
 
 
-def test_multi_turn_history_is_rendered_with_the_template(engine):
+def test_multi_turn_history_continues_the_first_turns_tokens(engine):
     wrapper = make_wrapper(engine)
     (first,) = wrapper.chat(MESSAGES)
     history = MESSAGES + [
@@ -105,8 +105,13 @@ def test_multi_turn_history_is_rendered_with_the_template(engine):
         {"role": "user", "content": "Why?"},
     ]
     (second,) = wrapper.chat(history)
-    assert second.prompt_text.count("<|im_start|>") == 4
-    assert first.response_text in second.prompt_text
+    assert second.prompt_text == first.prompt_text
+    assert torch.equal(second.tokens[: first.tokens.numel()], first.tokens)
+    assert engine.tokenizer.decode(second.tokens).count("<|im_start|>") == 4
+    # A conversation the wrapper never sampled is rendered from its messages.
+    written = MESSAGES + [{"role": "assistant", "content": "5"}, {"role": "user", "content": "Why?"}]
+    (fresh,) = wrapper.chat(written)
+    assert fresh.prompt_text.count("<|im_start|>") == 4
 
 
 def test_history_records_and_clears(engine):

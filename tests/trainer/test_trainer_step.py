@@ -114,3 +114,18 @@ def test_staleness_control_drops_old_experiences(tiny_model_dir, tmp_path):
     metrics = trainer.train_step(experiences)
     assert metrics["staleness/dropped"] == len(experiences) / 2
     assert metrics["staleness/max"] == 4
+
+
+@pytest.mark.parametrize("truncation, trains", [("mask", False), ("keep", True)])
+def test_truncated_episodes_follow_the_truncation_setting(tiny_model_dir, tmp_path, truncation, trains):
+    settings = _settings(tiny_model_dir, policy_loss_fn="ppo")
+    settings.truncation = truncation
+    settings.weight_decay = 0.0  # only the loss may move the weights
+    trainer = Trainer(settings, run_dir=tmp_path)
+    episode = make_experiences(num_groups=1, group_size=1)[0]
+    episode.advantages = torch.ones(episode.response_length)
+    episode.episode_truncated = True
+    before = {k: v.clone() for k, v in trainer.actor.state_dict().items()}
+    trainer.train_step([episode])
+    changed = any(not torch.equal(v, before[k]) for k, v in trainer.actor.state_dict().items())
+    assert changed == trains

@@ -15,6 +15,7 @@ _EXPORTS = {
     "ADVANTAGE_FNS": "advantages",
     "register_advantage_fn": "advantages",
     "requires_critic": "advantages",
+    "requires_episodes": "advantages",
     "requires_groups": "advantages",
     "LOSS_AGG_MODES": "aggregation",
     "aggregate_loss": "aggregation",
@@ -57,6 +58,7 @@ __all__ = [
     "masked_whiten",
     "register_advantage_fn",
     "requires_critic",
+    "requires_episodes",
     "requires_groups",
     "tunable_args",
 ]

@@ -25,17 +25,21 @@ from trivium.registry import Registry
 
 AdvantageFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
-ADVANTAGE_FNS: Registry[AdvantageFn] = Registry("advantage_fn")
+# Estimators defined in other modules register when the registry is first read.
+ADVANTAGE_FNS: Registry[AdvantageFn] = Registry(
+    "advantage_fn", builtin_modules=("trivium.algorithm.multi_step",)
+)
 
 
 def register_advantage_fn(
-    name: str, *, needs_group: bool = False, needs_critic: bool = False
+    name: str, *, needs_group: bool = False, needs_critic: bool = False, needs_episodes: bool = False
 ) -> Callable[[AdvantageFn], AdvantageFn]:
     """Register ``fn`` under ``name`` and record what it needs from the pipeline."""
 
     def add(fn: AdvantageFn) -> AdvantageFn:
         fn.needs_group = needs_group
         fn.needs_critic = needs_critic
+        fn.needs_episodes = needs_episodes
         return ADVANTAGE_FNS.register(name)(fn)
 
     return add
@@ -44,6 +48,11 @@ def register_advantage_fn(
 def requires_groups(fn: AdvantageFn) -> bool:
     """True if ``fn`` compares samples of the same task (plugins default to False)."""
     return bool(getattr(fn, "needs_group", False))
+
+
+def requires_episodes(fn: AdvantageFn) -> bool:
+    """True if ``fn`` takes ``episode_ids`` (B,): rows that are steps of one episode."""
+    return bool(getattr(fn, "needs_episodes", False))
 
 
 def requires_critic(fn: AdvantageFn) -> bool:

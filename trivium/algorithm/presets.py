@@ -47,6 +47,9 @@ PRESETS: dict[str, AlgorithmPreset] = {
     "sft": AlgorithmPreset(
         advantage_fn="none", policy_loss_fn="sft", kl_loss_fn="none", entropy_loss_fn="none", train_only=True
     ),
+    "multi_step_grpo": AlgorithmPreset(
+        advantage_fn="multi_step_grpo", policy_loss_fn="ppo", group_based=True
+    ),
     "dpo": AlgorithmPreset(
         advantage_fn="none",
         policy_loss_fn="dpo",

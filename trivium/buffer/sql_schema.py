@@ -37,6 +37,7 @@ class ExperienceModel(Base):
     buffer: Mapped[str] = mapped_column(String(128), default="", index=False)
     eid: Mapped[str] = mapped_column(String(64), index=True)
     group_id: Mapped[str] = mapped_column(String(128), default="")
+    episode_id: Mapped[str] = mapped_column(String(128), default="")
     task_id: Mapped[str] = mapped_column(String(256), default="")
     run_id: Mapped[int] = mapped_column(Integer, default=0)
     model_version: Mapped[int] = mapped_column(Integer, default=0)
@@ -48,6 +49,7 @@ class ExperienceModel(Base):
     advantages: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)  # float32
     returns: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)  # float32
     prompt_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    episode_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
     prompt_text: Mapped[str | None] = mapped_column(Text, nullable=True)
     response_text: Mapped[str | None] = mapped_column(Text, nullable=True)
     info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

@@ -2,6 +2,7 @@
 
     trivium init model --preset tiny --out models/tiny
     trivium init data --task arithmetic --out data/arithmetic
+    trivium init data --task frozen_lake --out data/frozen_lake --num-train 180 --num-test 35
 
 Heavy imports (torch, transformers) happen inside the handlers, so ``trivium --help``
 stays fast.
@@ -41,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="generate a task dataset with train and test splits",
         description="Write OUT/train.<fmt> and OUT/test.<fmt>; datasets.load_dataset(OUT, split=...) reads them.",
     )
-    data.add_argument("--task", choices=("arithmetic", "countdown"), required=True)
+    data.add_argument("--task", choices=("arithmetic", "countdown", "frozen_lake", "guessing"), required=True)
     data.add_argument("--out", required=True, help="output directory")
     data.add_argument("--seed", type=int, default=0)
     data.add_argument("--num-train", type=int, default=1000)
@@ -50,8 +51,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--overwrite", action="store_true", help="replace existing split files")
     data.add_argument("--subtraction", action="store_true", help="arithmetic: also a - b problems (a >= b)")
     data.add_argument("--num-numbers", type=int, help="countdown: numbers per problem (default 3)")
-    data.add_argument("--max-number", type=int, help="countdown: largest given number (default 20)")
+    data.add_argument(
+        "--max-number",
+        type=int,
+        help="countdown: largest given number (default 20); guessing: top of the range (default 16)",
+    )
     data.add_argument("--max-target", type=int, help="countdown: largest target (default 100)")
+    data.add_argument("--size", type=int, help="frozen_lake: the lake's side (default 3)")
+    data.add_argument("--max-holes", type=int, help="frozen_lake: most holes on a map (default 2)")
     data.set_defaults(func=init_data)
 
 
@@ -68,21 +75,24 @@ def init_data(args: argparse.Namespace) -> int:
     from trivium.data import build_task_data
     from trivium.errors import UserError
 
-    countdown_options = {
-        "num_numbers": args.num_numbers,
-        "max_number": args.max_number,
-        "max_target": args.max_target,
+    task_flags = {
+        "arithmetic": ("subtraction",),
+        "countdown": ("num_numbers", "max_number", "max_target"),
+        "frozen_lake": ("size", "max_holes"),
+        "guessing": ("max_number",),
     }
-    given = {name: value for name, value in countdown_options.items() if value is not None}
-    if args.task == "arithmetic":
-        if given:
-            flags = ", ".join("--" + name.replace("_", "-") for name in given)
-            raise UserError(f"{flags} only apply to --task countdown.")
-        options = {"subtraction": args.subtraction}
-    else:
-        if args.subtraction:
-            raise UserError("--subtraction only applies to --task arithmetic.")
-        options = given
+    given = {
+        name: getattr(args, name)
+        for names in task_flags.values()
+        for name in names
+        if getattr(args, name) not in (None, False)
+    }
+    misplaced = [name for name in given if name not in task_flags[args.task]]
+    if misplaced:
+        flags = ", ".join("--" + name.replace("_", "-") for name in misplaced)
+        owners = sorted({task for task, names in task_flags.items() for name in misplaced if name in names})
+        raise UserError(f"{flags} only apply to --task {' / '.join(owners)}.")
+    options = given
     out_dir = build_task_data(
         args.task,
         args.out,

@@ -55,6 +55,7 @@ MODES = ["both", "train", "explore", "bench", "colocate"]
 ALGORITHM_TYPES = [
     "ppo", "grpo", "opmd", "dpo", "sft", "mix", "rloo", "reinforceplusplus", "remax", "gspo", "cispo",
 ]
+ALGORITHM_TYPES.append("multi_step_grpo")
 LR_SCHEDULERS = ["constant", "cosine"]
 SAMPLE_STRATEGIES = ["default", "staleness_control", "mix"]
 LOSS_AGG_MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"]
@@ -70,6 +71,7 @@ TRAINER_TYPES = ["default", "verl"]
 TRAINER_STRATEGIES = ["fsdp", "fsdp2", "megatron", "none"]
 SAVE_STRATEGIES = ["single_thread", "single_process", "single_node", "unrestricted"]
 SAVE_HF_CHOICES = ["last", "always", "never"]
+TRUNCATION_CHOICES = ["mask", "keep"]
 MONITOR_TYPES = ["none", "tensorboard", "wandb", "mlflow"]
 PLACEMENTS = ["auto", "process", "ray"]
 OLD_LOGPROBS_SOURCES = ["auto", "recompute", "engine"]
@@ -411,6 +413,12 @@ class TrainerConfig:
     )
     critic_lr: float = opt(1e-5, "Learning rate of the critic (PPO with a value model).")
     cliprange_value: float = opt(0.5, "Clip range of the critic's value loss around the old values.")
+    truncation: str = opt(
+        "mask",
+        "Multi-turn episodes that reached max_model_len and ended there (flagged episode_truncated): "
+        "'mask' keeps them out of the loss, 'keep' trains on their model tokens like any other.",
+        TRUNCATION_CHOICES,
+    )
     trainer_config: Any = opt(
         None,
         "veRL-style settings for users who bring them (critic.optim.lr, critic.cliprange_value, "

@@ -79,8 +79,14 @@ class ExperienceBatch:
         )
 
     @classmethod
-    def from_experiences(cls, experiences: list[Experience], pad_token_id: int = 0) -> ExperienceBatch:
-        """Pad and stack; each field is one concatenation and one scatter, not a copy per row."""
+    def from_experiences(
+        cls, experiences: list[Experience], pad_token_id: int = 0, *, train_truncated_episodes: bool = False
+    ) -> ExperienceBatch:
+        """Pad and stack; each field is one concatenation and one scatter, not a copy per row.
+
+        Rows with a truncated prompt, and episodes cut at max_model_len unless
+        ``train_truncated_episodes``, keep a zero ``response_mask``: present, never trained on.
+        """
         if not experiences:
             raise ValueError("cannot build a batch from zero experiences")
         B = len(experiences)
@@ -100,8 +106,10 @@ class ExperienceBatch:
         def per_token(values: list[torch.Tensor | None]) -> torch.Tensor:
             return _padded_responses(values, response_lengths, R)
 
-        # A truncated prompt's response is kept for metrics but not trained on.
-        response_mask = per_token([None if e.prompt_truncated else e.action_mask for e in experiences])
+        def trained(e: Experience) -> bool:
+            return not e.prompt_truncated and (train_truncated_episodes or not e.episode_truncated)
+
+        response_mask = per_token([e.action_mask if trained(e) else None for e in experiences])
         position_ids = (attention_mask.long().cumsum(dim=1) - 1).clamp(min=0)
         return cls(
             input_ids=input_ids.view(B, P + R),

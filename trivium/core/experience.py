@@ -41,11 +41,16 @@ class Experience:
     # Identity and grouping: experiences with the same group_id were sampled from one task.
     eid: str = field(default_factory=new_experience_id)
     group_id: str = ""
+    # Steps of one multi-turn episode share an episode_id ("" : the experience is a whole episode).
+    episode_id: str = ""
     task_id: str = ""
     run_id: int = 0
     model_version: int = 0
     # A prompt that was cut to max_prompt_tokens is kept for metrics but not trained on.
     prompt_truncated: bool = False
+    # A multi-turn episode that reached max_model_len and ended there; trained on or not per
+    # the trainer's ``truncation`` setting.
+    episode_truncated: bool = False
     prompt_text: str | None = None
     response_text: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
@@ -91,6 +96,7 @@ class Experience:
         return {
             "eid": self.eid,
             "group_id": self.group_id,
+            "episode_id": self.episode_id,
             "task_id": self.task_id,
             "run_id": self.run_id,
             "model_version": self.model_version,
@@ -102,6 +108,7 @@ class Experience:
             "advantages": listed(self.advantages),
             "returns": listed(self.returns),
             "prompt_truncated": self.prompt_truncated,
+            "episode_truncated": self.episode_truncated,
             "prompt_text": self.prompt_text,
             "response_text": self.response_text,
             "info": self.info,
@@ -111,3 +118,10 @@ class Experience:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Experience:
         return cls(**data)
+
+
+def episode_index(experiences: list[Experience]) -> list[int]:
+    """Each experience's episode as a small integer: shared episode_id, or its own row."""
+    labels = [e.episode_id or f"row:{e.eid}" for e in experiences]
+    index = {label: i for i, label in enumerate(dict.fromkeys(labels))}
+    return [index[label] for label in labels]

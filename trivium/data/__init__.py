@@ -1,4 +1,4 @@
-"""Generated task datasets (arithmetic, countdown) for local runs and tests."""
+"""Generated task datasets (arithmetic, countdown, frozen_lake, guessing) for local runs and tests."""
 
 from trivium.data.builder import FORMATS, TASK_GENERATORS, build_task_data, task_options
 

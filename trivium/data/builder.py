@@ -16,11 +16,15 @@ from typing import Any
 
 from trivium.data.arithmetic import generate_arithmetic
 from trivium.data.countdown import generate_countdown
+from trivium.data.frozen_lake import generate_frozen_lake
+from trivium.data.guessing import generate_guessing
 from trivium.errors import UserError
 
 TASK_GENERATORS: dict[str, Callable[..., list[dict]]] = {
     "arithmetic": generate_arithmetic,
     "countdown": generate_countdown,
+    "frozen_lake": generate_frozen_lake,
+    "guessing": generate_guessing,
 }
 FORMATS = ("jsonl", "parquet")
 SPLITS = ("train", "test")
@@ -46,7 +50,10 @@ def build_task_data(
 
     Rows have ``question`` (prompt), ``answer`` (ground truth text) and ``response`` (an
     SFT target, ``<answer>...</answer>``); countdown rows also have ``numbers`` and
-    ``target``. The same arguments always write the same rows. Returns ``out_dir``.
+    ``target``; frozen_lake rows have ``map``, ``question`` (its first observation) and a
+    random move as ``response``; guessing rows have ``secret``, ``low``, ``high``,
+    ``question`` and a random number as ``response``. The same arguments always write the
+    same rows. Returns ``out_dir``.
     """
     if task not in TASK_GENERATORS:
         raise UserError(f"Unknown task '{task}'. Choose one of: {', '.join(TASK_GENERATORS)}.")

@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 import torch
 
-from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_groups
+from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_episodes, requires_groups
 from trivium.buffer.base import BufferExhausted
-from trivium.core.experience import Experience
+from trivium.core.experience import Experience, episode_index
 from trivium.explorer.metrics import eval_metrics, rollout_metrics
 from trivium.explorer.runner import RunnerPool, raise_if_all_misconfigured, split_units
 from trivium.explorer.stall import StallWatch
@@ -123,8 +123,15 @@ class Explorer:
         rewards = torch.tensor([[float(e.reward)] for e in experiences])
         mask = torch.ones_like(rewards)
         group_ids = torch.tensor([group_index[e.group_id] for e in experiences], dtype=torch.long)
+        episodes = {}
+        if requires_episodes(self.advantage_fn):
+            episodes["episode_ids"] = torch.tensor(episode_index(experiences), dtype=torch.long)
         advantages, _ = self.advantage_fn(
-            token_level_rewards=rewards, response_mask=mask, group_ids=group_ids, **self.advantage_fn_args
+            token_level_rewards=rewards,
+            response_mask=mask,
+            group_ids=group_ids,
+            **episodes,
+            **self.advantage_fn_args,
         )
         for exp, advantage in zip(experiences, advantages[:, 0].tolist()):
             exp.advantages = torch.full((exp.response_length,), advantage, dtype=torch.float32)

@@ -37,6 +37,7 @@ def rollout_metrics(results: list[UnitResult], experiences: list[Experience], se
         "rollout/timeouts": float(sum(r.timeouts for r in results)),
         "rollout/dropped_experiences": float(sum(len(r.dropped) for r in results)),
         "rollout/prompt_truncated": float(sum(e.prompt_truncated for e in produced)),
+        "rollout/episode_truncated": float(sum(e.episode_truncated for e in produced)),
         "time/explore_step": seconds,
     }
     if produced:

@@ -38,8 +38,10 @@ def render_chat(
     chat_template: str | None = None,
     enable_thinking: bool | None = None,
     tools: list[dict] | None = None,
+    add_generation_prompt: bool = True,
 ) -> str:
-    """The prompt text for ``messages``, ending with the assistant generation header."""
+    """The prompt text for ``messages``, ending with the assistant generation header (unless
+    ``add_generation_prompt=False``)."""
     if not messages:
         raise UserError("chat() needs at least one message")
     for index, message in enumerate(messages):
@@ -52,7 +54,12 @@ def render_chat(
         )
     extra = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
     return tokenizer.apply_chat_template(
-        messages, chat_template=template, tools=tools, tokenize=False, add_generation_prompt=True, **extra
+        messages,
+        chat_template=template,
+        tools=tools,
+        tokenize=False,
+        add_generation_prompt=add_generation_prompt,
+        **extra,
     )
 
 

@@ -2,17 +2,25 @@
 
 Owns the step from messages or text to Experiences: chat template, prompt limits, rollout
 arguments, and the fields every experience carries (exact token ids, engine logprobs, model
-version, truncation flag). Concurrent calls from threads or coroutines are merged into
+version, truncation flags). Concurrent calls from threads or coroutines are merged into
 shared engine batches by a RequestBatcher. Knows nothing about how the engine samples.
 
-Multi-turn chats are re-rendered with the chat template on each call; a path that feeds the
-previous turns' exact token ids back (token-in, token-out across turns) is future work.
+Multi-turn chats are token-in, token-out: every reply ``chat`` samples is remembered as a
+``Conversation`` (see ``conversation.py``). When a later call sends that conversation back
+(the earlier messages and the reply, plus new environment or tool messages), the new turn
+continues the exact token sequence the model produced, and the experience returned covers
+the whole episode: one prompt, then every turn, with ``action_mask`` marking the model's
+tokens. An episode that reaches ``max_model_len`` ends with ``episode_truncated`` set.
+With ``enable_history`` the latest experience of each conversation is kept for
+``extract_experience_from_history``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+from collections import OrderedDict
 from concurrent.futures import Future
 from typing import Any
 
@@ -27,9 +35,17 @@ from trivium.models.chat import (
     load_chat_template,
     render_chat,
 )
+from trivium.models.conversation import Conversation, Renderer, conversation_key
 from trivium.models.engine.base import GenerationOutput, InferenceEngine, SamplingParams
 from trivium.models.engine.batcher import RequestBatcher
 from trivium.models.engine.busy_clients import BusyClients
+from trivium.models.tool_calls import ToolCallParser, tool_call_parser_named
+
+logger = logging.getLogger(__name__)
+
+# Conversations remembered for continuation, bounded by their total tokens; the least
+# recently used are forgotten first (a forgotten one sent back is rendered from its text).
+MAX_REMEMBERED_TOKENS = 4_000_000
 
 ROLLOUT_ARG_KEYS = (
     "temperature",
@@ -59,6 +75,7 @@ class ModelWrapper:
         default_rollout_args: dict[str, Any] | None = None,
         enable_history: bool = False,
         enable_thinking: bool | None = None,
+        tool_call_parser: str | None = None,
     ):
         if max_response_tokens is None and max_model_len is None:
             raise UserError(
@@ -81,8 +98,16 @@ class ModelWrapper:
         self.enable_thinking = enable_thinking
         self.clients = BusyClients()
         self._batcher = RequestBatcher(engine, busy=self.clients)
-        self._history: list[Experience] = []
+        self.tool_call_parser: ToolCallParser | None = tool_call_parser_named(tool_call_parser)
+        self.renderer = Renderer(engine.tokenizer, self.chat_template, enable_thinking)
+        self._history: dict[str, Experience] = {}
         self._history_lock = threading.Lock()
+        self._conversations: OrderedDict[str, Conversation] = OrderedDict()
+        self._conversations_lock = threading.Lock()
+        self._remembered_tokens = 0
+        # Turns where the chat template was not prefix-preserving (see conversation.py).
+        self.template_drift_events = 0
+        self._drift_warned = False
 
     # ---- public API ----------------------------------------------------------------------
 
@@ -101,9 +126,18 @@ class ModelWrapper:
     def chat(
         self, messages: list[dict], n: int = 1, *, tools: list[dict] | None = None, **rollout_args
     ) -> list[Experience]:
-        """``n`` sampled replies to ``messages`` (rendered with the chat template)."""
-        request = self._chat_request(messages, tools, n, rollout_args)
-        return self._finish([request], self._wait(self._batcher.submit(*self._engine_inputs([request]))))[0]
+        """``n`` sampled replies to ``messages``; a conversation sent back continues token-exactly."""
+        return [e for e, _ in self.chat_turns(messages, n, tools=tools, **rollout_args)]
+
+    def chat_turns(
+        self, messages: list[dict], n: int = 1, *, tools: list[dict] | None = None, **rollout_args
+    ) -> list[tuple[Experience, dict]]:
+        """Like ``chat``, each experience with the reply as an OpenAI-style assistant message."""
+        conversation, request = self._turn_request(messages, tools, n, rollout_args)
+        if request is None:
+            return self._ended(conversation, n)
+        outputs = self._wait(self._batcher.submit([request["ids"]], [request["params"]]))[0]
+        return self._finish_turns(conversation, request, outputs)
 
     def generate(self, prompts: list[str], n: int = 1, **rollout_args) -> list[list[Experience]]:
         """``n`` continuations of each raw-text prompt, all sampled in one engine call."""
@@ -115,9 +149,17 @@ class ModelWrapper:
     async def chat_async(
         self, messages: list[dict], n: int = 1, *, tools: list[dict] | None = None, **rollout_args
     ) -> list[Experience]:
-        request = self._chat_request(messages, tools, n, rollout_args)
-        outputs = await self._wait_async(self._batcher.submit(*self._engine_inputs([request])))
-        return self._finish([request], outputs)[0]
+        turns = await self.chat_turns_async(messages, n, tools=tools, **rollout_args)
+        return [e for e, _ in turns]
+
+    async def chat_turns_async(
+        self, messages: list[dict], n: int = 1, *, tools: list[dict] | None = None, **rollout_args
+    ) -> list[tuple[Experience, dict]]:
+        conversation, request = self._turn_request(messages, tools, n, rollout_args)
+        if request is None:
+            return self._ended(conversation, n)
+        outputs = (await self._wait_async(self._batcher.submit([request["ids"]], [request["params"]])))[0]
+        return self._finish_turns(conversation, request, outputs)
 
     async def generate_async(self, prompts: list[str], n: int = 1, **rollout_args) -> list[list[Experience]]:
         requests = [self._text_request(prompt, n, rollout_args) for prompt in prompts]
@@ -132,10 +174,26 @@ class ModelWrapper:
             tokens = tokens.tolist()
         return self.engine.compute_logprobs([list(tokens)], [prompt_length])[0]
 
+    def openai_client(self, *, model_name: str = "policy"):
+        """A client shaped like ``openai.OpenAI`` that calls this wrapper in process."""
+        from trivium.models.openai_client import OpenAIClient
+
+        return OpenAIClient(self, model_name=model_name)
+
+    def openai_async_client(self, *, model_name: str = "policy"):
+        """A client shaped like ``openai.AsyncOpenAI`` that calls this wrapper in process."""
+        from trivium.models.openai_client import AsyncOpenAIClient
+
+        return AsyncOpenAIClient(self, model_name=model_name)
+
     def extract_experience_from_history(self, clear: bool = True) -> list[Experience]:
-        """Experiences returned since the last extraction (only with ``enable_history``)."""
+        """Experiences sampled since the last extraction (only with ``enable_history``).
+
+        One per conversation branch: a turn that continues a recorded conversation replaces
+        its earlier, shorter experience, so a multi-turn episode comes out once, whole.
+        """
         with self._history_lock:
-            experiences = list(self._history)
+            experiences = list(self._history.values())
             if clear:
                 self._history.clear()
         return experiences
@@ -156,20 +214,66 @@ class ModelWrapper:
             raise UserError(f"Unknown rollout argument(s) {sorted(unknown)}; valid: {list(ROLLOUT_ARG_KEYS)}")
         return {key: value for key, value in args.items() if value is not None}
 
-    def _chat_request(self, messages, tools, n, rollout_args) -> dict:
-        text = render_chat(
-            self.tokenizer,
-            messages,
-            chat_template=self.chat_template,
-            enable_thinking=self.enable_thinking,
-            tools=tools,
-        )
-        return self._request(text, encode_chat_prompt(self.tokenizer, text), n, rollout_args)
+    def _conversation_for(self, messages: list[dict], tools: list[dict] | None) -> Conversation:
+        """The remembered conversation ``messages`` continue, grown by the new messages; else a new one."""
+        if not messages:
+            raise UserError("chat() needs at least one message")
+        with self._conversations_lock:
+            for end in range(len(messages), 0, -1):
+                if messages[end - 1].get("role") != "assistant":
+                    continue
+                known = self._conversations.get(conversation_key(messages[:end], tools))
+                if known is not None:
+                    self._conversations.move_to_end(known.key)
+                    break
+            else:
+                known = None
+        if known is None:
+            text = render_chat(
+                self.tokenizer,
+                messages,
+                chat_template=self.chat_template,
+                enable_thinking=self.enable_thinking,
+                tools=tools,
+            )
+            ids = encode_chat_prompt(self.tokenizer, text)
+            return Conversation.start(
+                messages=messages, tools=tools, ids=ids, text=text, prompt_truncated=False
+            )
+        grown = known.with_environment(messages[end:], self.renderer)
+        self._note_drift(known, grown)
+        if self.max_model_len is not None and len(grown.tokens) >= self.max_model_len:
+            ended = known.fork()  # the environment's reply does not fit: the episode ends here
+            ended.truncated = True
+            return ended
+        return grown
+
+    def _turn_request(self, messages, tools, n, rollout_args) -> tuple[Conversation, dict | None]:
+        conversation = self._conversation_for(messages, tools)
+        if conversation.truncated:
+            return conversation, None
+        if conversation.model_turns == 0:  # the first turn: the usual prompt limits apply
+            request = self._request(conversation.prompt_text, conversation.tokens, n, rollout_args)
+            if request["truncated"]:
+                conversation.tokens = list(request["ids"])
+                conversation.prompt_length = len(request["ids"])
+                conversation.prompt_text = conversation.text = request["prompt_text"]
+                conversation.prompt_truncated = True
+            return conversation, request
+        room = None if self.max_model_len is None else self.max_model_len - len(conversation.tokens)
+        if room is not None and room < 1:
+            conversation.truncated = True
+            return conversation, None
+        request = self._request(conversation.text, conversation.tokens, n, rollout_args, room=room)
+        return conversation, request
 
     def _text_request(self, prompt: str, n, rollout_args) -> dict:
         return self._request(prompt, encode_text_prompt(self.tokenizer, prompt), n, rollout_args)
 
-    def _request(self, text: str, ids: list[int], n: int, rollout_args: dict) -> dict:
+    def _request(
+        self, text: str, ids: list[int], n: int, rollout_args: dict, *, room: int | None = None
+    ) -> dict:
+        """One engine request. ``room``: a later turn's space left in the context (no prompt limits)."""
         args = {**self.default_rollout_args, **self._checked_args(rollout_args)}
         if n != 1 or "n" not in args:  # an explicit n wins over rollout_args' n
             args["n"] = n
@@ -178,8 +282,8 @@ class ModelWrapper:
             max_tokens = self.max_model_len - min(len(ids), self.max_prompt_tokens or len(ids))
         fitted = fit_prompt(
             ids,
-            max_tokens=max_tokens,
-            max_prompt_tokens=self.max_prompt_tokens,
+            max_tokens=max_tokens if room is None else min(max_tokens, room),
+            max_prompt_tokens=self.max_prompt_tokens if room is None else None,
             max_model_len=self.max_model_len,
             enable_prompt_truncation=self.enable_prompt_truncation,
         )
@@ -212,8 +316,83 @@ class ModelWrapper:
             results.append(experiences)
         if self.enable_history:
             with self._history_lock:
-                self._history.extend(e for group in results for e in group)
+                self._history.update((e.eid, e) for group in results for e in group)
         return results
+
+    def _finish_turns(
+        self, conversation: Conversation, request: dict, outputs: list[GenerationOutput]
+    ) -> list[tuple[Experience, dict]]:
+        results = []
+        for output in outputs:
+            visible = self._assistant_message(output.text)
+            grown = conversation.with_model_turn(
+                output,
+                rendered_message={"role": "assistant", "content": output.text},
+                visible_message=visible,
+                tokenizer=self.tokenizer,
+            )
+            # A reply cut by the context, not by the response limit, ends the episode.
+            grown.truncated = (
+                output.finish_reason == "length"
+                and self.max_model_len is not None
+                and len(grown.tokens) >= self.max_model_len
+            )
+            self._remember(grown)
+            experience = grown.to_experience()
+            self._record(grown, experience)
+            results.append((experience, visible))
+        return results
+
+    def _remember(self, conversation: Conversation) -> None:
+        with self._conversations_lock:
+            replaced = self._conversations.pop(conversation.key, None)
+            if replaced is not None:
+                self._remembered_tokens -= len(replaced.tokens)
+            self._conversations[conversation.key] = conversation
+            self._remembered_tokens += len(conversation.tokens)
+            while self._remembered_tokens > MAX_REMEMBERED_TOKENS and len(self._conversations) > 1:
+                _, oldest = self._conversations.popitem(last=False)
+                self._remembered_tokens -= len(oldest.tokens)
+
+    def _ended(self, conversation: Conversation, n: int) -> list[tuple[Experience, dict]]:
+        """No room for another turn: the episode so far, flagged, with an empty reply."""
+        experience = conversation.to_experience()
+        experience.response_text = ""
+        self._record(conversation, experience)
+        return [(experience, {"role": "assistant", "content": ""}) for _ in range(n)]
+
+    def _assistant_message(self, text: str) -> dict:
+        if self.tool_call_parser is None:
+            return {"role": "assistant", "content": text}
+        content, tool_calls = self.tool_call_parser.parse(text)
+        message = {"role": "assistant", "content": content}
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+        return message
+
+    def _record(self, conversation: Conversation, experience: Experience) -> None:
+        if not self.enable_history or conversation.model_turns == 0:
+            return
+        with self._history_lock:
+            self._history.pop(conversation.previous_turn_id or "", None)
+            self._history[conversation.turn_id] = experience
+
+    def _note_drift(self, before: Conversation, after: Conversation) -> None:
+        new = [d for d in after.drifts[len(before.drifts) :] if d.kind == "text"]
+        if not new:
+            return
+        self.template_drift_events += len(new)
+        if not self._drift_warned:
+            self._drift_warned = True
+            drift = new[0]
+            logger.warning(
+                "the chat template is not prefix-preserving for this model: rendering turn %d does not "
+                "start with turn %d's tokens (%s). Episodes continue from the exact tokens the model saw; "
+                "each such turn counts in the template_drift metric.",
+                drift.turn + 1,
+                drift.turn,
+                drift.detail,
+            )
 
     @staticmethod
     def _experience(request: dict, sample: GenerationOutput) -> Experience:

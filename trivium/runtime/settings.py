@@ -343,6 +343,7 @@ def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads:
         gradient_checkpointing=bool(trainer.enable_gradient_checkpointing),
         staleness_limit=staleness_limit,
         staleness_mode=str(strategy_args.get("mode", "drop")),
+        truncation=trainer.truncation,
         loss=loss,
         dtype=config.model.dtype,
         device="cuda" if config.cluster.device_type == "cuda" else "cpu",

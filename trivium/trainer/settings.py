@@ -58,6 +58,8 @@ class TrainerSettings:
     gradient_checkpointing: bool = False
     staleness_limit: int | None = None
     staleness_mode: str = "drop"  # or "downweight"
+    # Episodes that ended at max_model_len: "mask" keeps them out of the loss, "keep" trains on them.
+    truncation: str = "mask"
     loss: LossSettings = field(default_factory=LossSettings)
     dtype: str = "float32"
     device: str = "cpu"

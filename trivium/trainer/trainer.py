@@ -17,14 +17,14 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM
 
-from trivium.algorithm.advantages import ADVANTAGE_FNS
+from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_episodes
 from trivium.algorithm.aggregation import masked_mean
 from trivium.algorithm.entropy import ENTROPY_LOSS_FNS
 from trivium.algorithm.kl import KL_FNS, apply_kl_penalty, kl_loss
 from trivium.algorithm.policy_losses import POLICY_LOSS_FNS
 from trivium.algorithm.value_loss import clipped_value_loss
 from trivium.core.batch import ExperienceBatch
-from trivium.core.experience import Experience
+from trivium.core.experience import Experience, episode_index
 from trivium.errors import UserError
 from trivium.models.model_dir import check_model_dir
 from trivium.trainer import checkpoint as ckpt
@@ -106,7 +106,9 @@ class Trainer:
         experiences, stale_metrics = self.apply_staleness_control(experiences)
         if not experiences:
             return {"trainer/skipped_empty_batch": 1.0, **stale_metrics}
-        batch = ExperienceBatch.from_experiences(experiences, self.pad_token_id).to(self.device)
+        batch = ExperienceBatch.from_experiences(
+            experiences, self.pad_token_id, train_truncated_episodes=self.settings.truncation == "keep"
+        ).to(self.device)
         plan = self.plan(batch)
         metrics: dict[str, float] = dict(stale_metrics)
 
@@ -216,12 +218,18 @@ class Trainer:
         group_index = {gid: i for i, gid in enumerate(dict.fromkeys(e.group_id for e in experiences))}
         group_ids = torch.tensor([group_index[e.group_id] for e in experiences], dtype=torch.long, device=self.device)
         baseline = torch.tensor([float(e.info.get("baseline_reward", 0.0)) for e in experiences], device=self.device)
-        advantages, returns = ADVANTAGE_FNS.get(loss.advantage_fn)(
+        advantage_fn = ADVANTAGE_FNS.get(loss.advantage_fn)
+        episodes = {}
+        if requires_episodes(advantage_fn):
+            episode_ids = episode_index(experiences)
+            episodes["episode_ids"] = torch.tensor(episode_ids, dtype=torch.long, device=self.device)
+        advantages, returns = advantage_fn(
             token_level_rewards=token_rewards,
             response_mask=batch.response_mask,
             group_ids=group_ids,
             values=values,
             baseline_rewards=baseline,
+            **episodes,
             **loss.advantage_fn_args,
         )
         batch.advantages, batch.returns = advantages, returns

@@ -14,6 +14,10 @@ WORKFLOWS: Registry[type] = Registry(
         "trivium.workflows.simple_workflow",
         "trivium.workflows.math_workflow",
         "trivium.workflows.countdown_workflow",
+        "trivium.workflows.frozen_lake_workflow",
+        "trivium.workflows.guessing_workflow",
+        "trivium.workflows.toolcall_workflow",
+        "trivium.workflows.rubric_judge_workflow",
     ),
 )
 

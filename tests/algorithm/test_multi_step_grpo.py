@@ -1,0 +1,62 @@
+"""multi_step_grpo: episodes, not steps, are the samples of a group; checked by hand."""
+
+import math
+
+import pytest
+import torch
+
+from trivium.algorithm import ADVANTAGE_FNS, PRESETS, requires_episodes, requires_groups
+
+
+def run(rewards, groups, episodes=None, mask=None, **args):
+    rewards = torch.tensor(rewards, dtype=torch.float32).unsqueeze(1)
+    mask = torch.ones_like(rewards) if mask is None else torch.tensor(mask, dtype=torch.float32)
+    token_rewards = torch.zeros_like(mask)
+    token_rewards[:, -1:] = rewards
+    return ADVANTAGE_FNS.get("multi_step_grpo")(
+        token_level_rewards=token_rewards,
+        response_mask=mask,
+        group_ids=torch.tensor(groups),
+        episode_ids=None if episodes is None else torch.tensor(episodes),
+        **args,
+    )
+
+
+def test_a_long_episode_counts_once_in_its_group():
+    # Group 0: episode 0 has three steps (final reward 1 propagated to each), episode 1 one step (0).
+    # Episode scores [1, 0]: mean 0.5, sample std sqrt(0.25 + 0.25) = 0.7071 -> +-0.7071.
+    # (Plain grpo over the four rows would give [0.5, 0.5, 0.5, -1.5].)
+    advantages, returns = run([1, 1, 1, 0], groups=[0, 0, 0, 0], episodes=[0, 0, 0, 1], epsilon=0.0)
+    expected = 0.5 / math.sqrt(0.5)
+    assert advantages[:, 0].tolist() == pytest.approx([expected] * 3 + [-expected], abs=1e-6)
+    assert torch.equal(advantages, returns)
+
+
+def test_advantage_is_broadcast_to_every_model_token_and_not_to_environment_tokens():
+    mask = [[1, 1, 0, 0, 1], [1, 0, 1, 1, 1]]
+    advantages, _ = run([1, 0], groups=[5, 5], mask=mask, epsilon=0.0)
+    a = 0.5 / math.sqrt(0.5)
+    expected = torch.tensor([[a, a, 0, 0, a], [-a, 0, -a, -a, -a]])
+    assert torch.allclose(advantages, expected, atol=1e-6)
+
+
+def test_equal_scores_and_lone_episodes_get_zero():
+    advantages, _ = run([2, 2, 2, 3], groups=[1, 1, 1, 2], episodes=[0, 0, 1, 2])
+    assert advantages.abs().max() == 0
+
+
+def test_without_episode_ids_each_row_is_an_episode_like_grpo():
+    rewards, groups = [1.0, 0.0, 0.5, 2.0, 1.0], [0, 0, 0, 1, 1]
+    ours, _ = run(rewards, groups)
+    grpo, _ = ADVANTAGE_FNS.get("grpo")(
+        token_level_rewards=torch.tensor(rewards).unsqueeze(1),
+        response_mask=torch.ones(5, 1),
+        group_ids=torch.tensor(groups),
+    )
+    assert torch.allclose(ours, grpo)
+
+
+def test_preset_is_group_based_and_asks_for_episodes():
+    preset = PRESETS["multi_step_grpo"]
+    fn = ADVANTAGE_FNS.get(preset.advantage_fn)
+    assert preset.group_based and requires_groups(fn) and requires_episodes(fn)

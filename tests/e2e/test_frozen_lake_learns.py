@@ -1,0 +1,59 @@
+"""The frozen lake example, shortened: a format warm-up, then multi_step_grpo raises success."""
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from trivium.cli.main import main
+from trivium.data.builder import build_task_data
+
+from .conftest import read_metrics
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "frozen_lake.yaml"
+
+
+def shortened_config(tmp_path: Path, model: str, data: str) -> str:
+    config = yaml.safe_load(EXAMPLE.read_text())
+    config["checkpoint_root_dir"] = str(tmp_path / "runs")
+    config["model"]["model_path"] = model
+    buffer = config["buffer"]
+    for taskset in [buffer["explorer_input"]["taskset"], *buffer["explorer_input"]["eval_tasksets"]]:
+        taskset["path"] = data
+    # Six RL steps of four maps (eight episodes each), evaluated before and after.
+    buffer["batch_size"], buffer["total_steps"] = 4, 6
+    config["explorer"]["eval_interval"] = 6
+    config["algorithm"]["optimizer"]["lr"] = 2e-3
+    config["trainer"]["save_hf_checkpoint"] = "never"
+    warm_up = config["stages"][0]
+    warm_up["buffer"]["trainer_input"]["experience_buffer"]["path"] = data
+    warm_up["buffer"].update(total_steps=12, train_batch_size=16)
+    warm_up["algorithm"]["optimizer"] = {"lr": 5e-3, "lr_warmup_steps": 3}
+    path = tmp_path / "frozen_lake.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return str(path)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """On a CPU shared with other work, two OpenMP threads spin against each other (steps of
+    this tiny model take seconds instead of tenths); one thread keeps the test short."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.slow
+def test_frozen_lake_success_rate_rises_with_multi_step_grpo(tmp_path, tiny_model_dir, one_torch_thread):
+    data = build_task_data("frozen_lake", tmp_path / "data", num_train=120, num_test=24)
+    assert main(["run", "--config", shortened_config(tmp_path, tiny_model_dir, str(data))]) == 0
+
+    records = read_metrics(tmp_path / "runs" / "frozen_lake" / "tiny" / "multi_step_grpo")
+    evals = [r["eval/lakes_test/accuracy"] for r in records if "eval/lakes_test/accuracy" in r]
+    rollouts = [r for r in records if "rollout/accuracy" in r]
+    assert len(evals) == 2 and len(rollouts) == 6
+    # Episodes are whole multi-turn sequences, and nothing ran out of context.
+    assert all(r["rollout/env_steps"] >= 1 and r["rollout/episode_truncated"] == 0 for r in rollouts)
+    assert evals[1] >= evals[0] + 0.2, f"held-out success did not rise by 20 points: {evals}"

@@ -1,0 +1,63 @@
+"""Multi-step GRPO: group-relative advantages over whole episodes of a multi-turn task.
+
+An episode is every model turn of one attempt at a task. It is either one row (a token-in,
+token-out sequence whose ``response_mask`` covers only the model's turns) or several rows
+(one per step, sharing an ``episode_ids`` label). Either way the episode, not the row, is
+the sample that the group statistics count: an episode of ten steps weighs as much as one
+of two. Its advantage is then broadcast to every model token of every one of its rows.
+
+    s_e = mean of the scores of episode e's rows (each row's score: its summed rewards)
+    a_e = (s_e - mean_g) / (std_g + epsilon)  over the episodes e of group g
+    A_{i,t} = a_{e(i)} * m_{i,t}
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trivium.algorithm.advantages import _broadcast, _check_inputs, _require, register_advantage_fn
+from trivium.algorithm.grouping import group_stats
+
+
+@register_advantage_fn("multi_step_grpo", needs_group=True, needs_episodes=True)
+@torch.no_grad()
+def multi_step_grpo_advantages(
+    *,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: torch.Tensor | None = None,
+    episode_ids: torch.Tensor | None = None,
+    epsilon: float = 1e-6,
+    std_normalize: bool = True,
+    **_ignored,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GRPO with episodes as the samples of a group.
+
+    token_level_rewards, response_mask: (B, R); group_ids: (B,) the task of each row;
+    episode_ids: (B,) the episode of each row (None: every row is its own episode).
+    An episode belongs to one group. A group of one episode, or of equal scores, gets 0.
+    Returns (advantages, returns), both (B, R) and equal.
+    """
+    _check_inputs(token_level_rewards, response_mask)
+    group_ids = _require(group_ids, "group_ids", "multi_step_grpo", "it compares episodes of the same task")
+    if episode_ids is None:
+        episode_ids = torch.arange(token_level_rewards.shape[0])
+    # s_row = sum_t r_{row,t}
+    row_scores = token_level_rewards.float().sum(dim=-1)
+    episodes, row_to_episode = torch.unique(episode_ids, return_inverse=True)
+    count = torch.zeros(len(episodes)).index_add_(0, row_to_episode, torch.ones_like(row_scores))
+    # s_e = mean over the episode's rows
+    episode_scores = torch.zeros(len(episodes)).index_add_(0, row_to_episode, row_scores) / count
+    episode_groups = torch.zeros(len(episodes), dtype=group_ids.dtype).index_copy_(
+        0, row_to_episode, group_ids
+    )
+    stats = group_stats(episode_scores, episode_groups)
+    if std_normalize:
+        # a_e = (s_e - mean_g) / (std_g + epsilon)
+        per_episode = (episode_scores - stats.mean) / (stats.std + epsilon)
+    else:
+        # a_e = s_e - mean_g
+        per_episode = episode_scores - stats.mean
+    per_episode = torch.where(stats.size > 1, per_episode, torch.zeros_like(per_episode))
+    advantages = _broadcast(per_episode[row_to_episode], response_mask)
+    return advantages, advantages.clone()

@@ -1,0 +1,61 @@
+"""The ``frozen_lake`` workflow: walk a text grid world to the goal, one move per turn.
+
+The task row's ``map`` column (override with ``workflow_args.map_key``) holds the lake (see
+``trivium.workflows.envs.frozen_lake``). Each turn the model sees the map with ``P`` where it
+stands and answers ``U``, ``D``, ``L`` or ``R``. Reward 1 for reaching the goal, 0 for a
+hole, an unreadable reply or running out of ``max_env_steps`` (default 6). Metrics:
+``accuracy`` (success), ``invalid_moves``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trivium.errors import UserError
+from trivium.workflows.envs.frozen_lake import FrozenLake
+from trivium.workflows.multi_turn import EnvStep, MultiTurnEnvWorkflow, StepWiseRewardWorkflow
+from trivium.workflows.prompting import system_prompt_for, with_system_prompt
+from trivium.workflows.registry import register_builtin
+
+
+class FrozenLakeGame:
+    """The environment half shared by the episode-level and step-wise workflows."""
+
+    default_max_env_steps = 6
+    game_arg_names = ("map_key",)
+
+    def reset(self) -> list[dict]:
+        key = self.workflow_args.get("map_key", "map")
+        if key not in self.task.raw:
+            raise UserError(
+                f"frozen_lake task {self.task.index} of taskset '{self.task.taskset_name}' "
+                f"has no '{key}' column; "
+                f"row columns: {', '.join(map(str, self.task.raw))} (set workflow_args.map_key)."
+            )
+        self.lake = FrozenLake(self.task.raw[key])
+        self.success = False
+        system_prompt = system_prompt_for(self.task, self.workflow_args, None)
+        return with_system_prompt(system_prompt, self.lake.observation())
+
+    def step(self, reply: str) -> EnvStep:
+        result = self.lake.move(reply)
+        self.success = result.success
+        return EnvStep(
+            observation=None if result.done else result.observation,
+            reward=1.0 if result.success else 0.0,
+            done=result.done,
+            metrics={"invalid_moves": 0.0 if result.valid else 1.0},
+        )
+
+    def episode_metrics(self) -> dict[str, Any]:
+        return {"accuracy": 1.0 if self.success else 0.0}
+
+
+@register_builtin("frozen_lake")
+class FrozenLakeWorkflow(FrozenLakeGame, MultiTurnEnvWorkflow):
+    workflow_arg_names = MultiTurnEnvWorkflow.workflow_arg_names + FrozenLakeGame.game_arg_names
+
+
+@register_builtin("frozen_lake_step_wise")
+class FrozenLakeStepWiseWorkflow(FrozenLakeGame, StepWiseRewardWorkflow):
+    workflow_arg_names = StepWiseRewardWorkflow.workflow_arg_names + FrozenLakeGame.game_arg_names

@@ -112,8 +112,15 @@ class RunSession:
 
     def _resume_explorer(self) -> None:
         if self.resume_step is None:
-            if self.resume:
+            if self.resume and self.trainer is None:
                 self.explorer.restore_position()
+            elif self.resume and self.explorer.position_saved():
+                # Without a checkpoint the trainer starts again from its first step; the explorer
+                # must too, or the steps it had explored would never be trained.
+                logger.warning(
+                    "no checkpoint to resume from in %s: explorer and trainer start again from step 0 "
+                    "(the explorer's earlier steps had not been trained and saved)", self.run_dir
+                )
             return
         step = self.resume_step
         self.explorer.restore_checkpoint(step)

@@ -33,13 +33,7 @@ EXPLORER_STATE_FILE = "explorer_state.json"
 
 
 class ExplorerWorker:
-    def __init__(
-        self,
-        settings: RunSettings,
-        *,
-        engines: list[Any] | None = None,
-        engine_handles: list[Any] | None = None,
-    ):
+    def __init__(self, settings: RunSettings, *, engine_handles: list[Any] | None = None):
         from trivium.buffer.factory import create_writer
         from trivium.monitor.logs import setup_component_logger
 
@@ -49,13 +43,11 @@ class ExplorerWorker:
             self.run_dir, settings.log.explorer_name, settings.log.level, settings.log.group_by_node
         )
         explorer = settings.explorer
-        if engines is None:
-            engines = (
-                builders.remote_engines(engine_handles, explorer.rollout)
-                if engine_handles is not None
-                else builders.build_engines(explorer.rollout)
-            )
-        self.engines = engines
+        self.engines = (
+            builders.remote_engines(engine_handles, explorer.rollout)
+            if engine_handles is not None
+            else builders.build_engines(explorer.rollout)
+        )
         self.wrappers = builders.build_wrappers(explorer.wrapper, self.engines)
         self.auxiliary_wrappers = builders.build_auxiliary_wrappers(explorer)
         pool = builders.build_runner_pool(settings, self.wrappers, self.auxiliary_wrappers)
@@ -91,6 +83,9 @@ class ExplorerWorker:
     @property
     def position_file(self) -> Path:
         return self.run_dir / EXPLORER_STATE_FILE
+
+    def position_saved(self) -> bool:
+        return self.position_file.exists()
 
     def restore_position(self) -> bool:
         """Explore-only runs have no checkpoints; their position file says where they stopped."""

@@ -31,6 +31,8 @@ BATCH_INPUTS = frozenset(
         "entropy",
         "old_values",
         "returns",
+        "teacher_logprobs",
+        "global_step",
     }
 )
 

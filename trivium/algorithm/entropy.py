@@ -65,6 +65,30 @@ def entropy_bonus(
     return loss, {"entropy": float(mean_entropy.detach())}
 
 
+@ENTROPY_LOSS_FNS.register("mix")
+def on_policy_entropy_bonus(
+    *,
+    entropy: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "token-mean",
+    entropy_coef: float = 0.0,
+    expert_mask: torch.Tensor | None = None,
+    **_ignored,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The entropy bonus over the policy's own rows only; expert rows (expert_mask (B,) True)
+    are left out, since their tokens were not sampled by the policy. Metrics: entropy.
+    """
+    if expert_mask is not None:
+        # m'_{i,t} = m_{i,t} * (1 - expert_i)
+        response_mask = response_mask.float() * (~expert_mask.bool()).float().unsqueeze(-1)
+    return entropy_bonus(
+        entropy=entropy, response_mask=response_mask, loss_agg_mode=loss_agg_mode, entropy_coef=entropy_coef
+    )
+
+
+on_policy_entropy_bonus.needs_expert_mask = True
+
+
 @ENTROPY_LOSS_FNS.register("none")
 def no_entropy_loss(
     *, entropy: torch.Tensor, response_mask: torch.Tensor, **_ignored

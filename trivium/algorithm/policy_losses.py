@@ -24,7 +24,25 @@ from trivium.registry import Registry
 
 PolicyLossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
 
-POLICY_LOSS_FNS: Registry[PolicyLossFn] = Registry("policy_loss_fn")
+# The other loss families register themselves when imported, on first lookup.
+POLICY_LOSS_FNS: Registry[PolicyLossFn] = Registry(
+    "policy_loss_fn", builtin_modules=("trivium.algorithm.reinforce_losses", "trivium.algorithm.chord")
+)
+
+
+def needs_expert_mask(fn: PolicyLossFn) -> bool:
+    """True if ``fn`` reads ``expert_mask`` (B,) (losses mixing SFT on expert rows into RL)."""
+    return bool(getattr(fn, "needs_expert_mask", False))
+
+
+def needs_reference_logprobs(fn: PolicyLossFn) -> bool:
+    """True if ``fn`` itself reads ``ref_logprobs`` (dpo), whatever the KL settings."""
+    return bool(getattr(fn, "needs_reference", False))
+
+
+def pairs_rows(fn: PolicyLossFn) -> bool:
+    """True if ``fn`` reads rows in (chosen, rejected) pairs that must share a micro-batch."""
+    return bool(getattr(fn, "paired_rows", False))
 
 LOG_RATIO_LIMIT = 20.0
 # Sequence ratios move far less than token ratios, hence GSPO's much narrower default clip.
@@ -283,6 +301,10 @@ def dpo_loss(
     return loss, metrics
 
 
+dpo_loss.needs_reference = True
+dpo_loss.paired_rows = True
+
+
 @POLICY_LOSS_FNS.register("mix")
 def mix_policy_loss(
     *,
@@ -333,3 +355,6 @@ def mix_policy_loss(
     metrics.update({f"sft/{name}": value for name, value in sft_metrics.items()})
     metrics["expert_fraction"] = _item(expert_mask.float().mean()) if expert_mask.numel() else 0.0
     return loss, metrics
+
+
+mix_policy_loss.needs_expert_mask = True

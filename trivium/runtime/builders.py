@@ -12,7 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_critic, requires_groups
+from trivium.algorithm.advantages import ADVANTAGE_FNS, computed_by_explorer, requires_critic
+from trivium.algorithm.presets import PRESETS
 from trivium.explorer.explorer import EvalSet, Explorer
 from trivium.explorer.runner import RunnerPool
 from trivium.models.engine.busy_clients import BusyClients
@@ -104,6 +105,7 @@ def trainer_settings(config: Any, model_path: str | None = None) -> TrainerSetti
         staleness_limit=staleness_limit,
         staleness_mode=str(strategy_args.get("mode", "drop")),
         loss=loss,
+        learns_from_rollouts=PRESETS[algorithm.algorithm_type].learns_from_rollouts,
         dtype=config.model.dtype,
         device="cuda" if config.cluster.device_type == "cuda" else "cpu",
     )
@@ -270,10 +272,25 @@ def build_experience_pipeline(config: Any) -> Any:
     return ExperiencePipeline.from_configs(pipeline.operators)
 
 
-def build_explorer(config: Any, *, taskset_reader: Any, writer: Any, pool: RunnerPool, eval_pool: RunnerPool, version_fn) -> Explorer:
+def build_explorer(
+    config: Any,
+    *,
+    taskset_reader: Any,
+    writer: Any,
+    pool: RunnerPool,
+    eval_pool: RunnerPool,
+    version_fn,
+    auxiliary: list[Any] = (),
+) -> Explorer:
     algorithm = config.algorithm
+    preset = PRESETS[algorithm.algorithm_type]
     advantage_fn = algorithm.advantage_fn
-    group_based = advantage_fn not in (None, "none") and requires_groups(ADVANTAGE_FNS.get(advantage_fn))
+    group_based = advantage_fn not in (None, "none") and computed_by_explorer(ADVANTAGE_FNS.get(advantage_fn))
+    if preset.needs_teacher_logprobs and not auxiliary:
+        raise ValueError(
+            f"algorithm {algorithm.algorithm_type} scores rollouts with a teacher: set explorer.auxiliary_models "
+            "(the first one is the teacher)"
+        )
     return Explorer(
         taskset_reader=taskset_reader,
         writer=writer,
@@ -287,4 +304,7 @@ def build_explorer(config: Any, *, taskset_reader: Any, writer: Any, pool: Runne
         max_repeat_times_per_runner=config.explorer.max_repeat_times_per_runner,
         model_version=version_fn,
         logger=logging.getLogger("trivium.explorer"),
+        greedy_baseline=preset.needs_greedy_baseline,
+        # The teacher of distillation presets is the first auxiliary model.
+        teacher=auxiliary[0] if preset.needs_teacher_logprobs else None,
     )

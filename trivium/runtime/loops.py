@@ -71,7 +71,7 @@ def train_available(session: RunSession, reader: Any, pending: int, progress: An
     total = session.config.trainer.total_steps
     while pending >= batch_size and not (total and session.trainer.global_step >= total) and not stop_requested():
         experiences = reader.read(batch_size, timeout=5.0)
-        pending -= sum(not e.info.get("is_expert") for e in experiences)
+        pending -= sum(not e.is_expert for e in experiences)
         session.remember_probes(experiences)
         metrics = session.trainer.train_step(experiences)
         _log(session.trainer_monitor, metrics, session.trainer.global_step)

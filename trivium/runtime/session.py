@@ -112,6 +112,7 @@ class RunSession:
             pool=pool,
             eval_pool=pool,
             version_fn=lambda: self.engines[0].version(),
+            auxiliary=self.auxiliary_wrappers,
         )
         self.explorer.logger = self.explorer_log
         if self.resume_step is not None:

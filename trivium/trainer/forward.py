@@ -93,9 +93,25 @@ def whole_batch_logprobs(
     model: torch.nn.Module, batch: ExperienceBatch, plan: list[list[int]], share_prompts: bool = True
 ) -> torch.Tensor:
     """Response logprobs (B, R) for ``batch``, computed micro-batch by micro-batch without grad."""
-    out = torch.zeros_like(batch.response_mask)
+    return whole_batch_logprobs_and_entropy(model, batch, plan, share_prompts, with_entropy=False)[0]
+
+
+@torch.no_grad()
+def whole_batch_logprobs_and_entropy(
+    model: torch.nn.Module,
+    batch: ExperienceBatch,
+    plan: list[list[int]],
+    share_prompts: bool = True,
+    *,
+    with_entropy: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Response logprobs and token entropies, both (B, R), micro-batch by micro-batch without grad."""
+    logprobs_out = torch.zeros_like(batch.response_mask)
+    entropy_out = torch.zeros_like(batch.response_mask) if with_entropy else None
     for rows in plan:
         micro = batch.select(rows)
-        logprobs, _ = response_logprobs(model, micro, share_prompts=share_prompts)
-        out[rows, : micro.response_length] = logprobs
-    return out
+        logprobs, entropy = response_logprobs(model, micro, with_entropy=with_entropy, share_prompts=share_prompts)
+        logprobs_out[rows, : micro.response_length] = logprobs
+        if entropy_out is not None:
+            entropy_out[rows, : micro.response_length] = entropy
+    return logprobs_out, entropy_out

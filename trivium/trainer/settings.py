@@ -22,10 +22,12 @@ class LossSettings:
 
     @property
     def needs_reference(self) -> bool:
+        from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, needs_reference_logprobs
+
         uses_kl = (self.kl_loss_fn != "none" and self.kl_loss_coef > 0) or (
             self.kl_penalty_fn != "none" and self.kl_penalty_coef > 0
         )
-        return uses_kl or self.policy_loss_fn == "dpo"
+        return uses_kl or needs_reference_logprobs(POLICY_LOSS_FNS.get(self.policy_loss_fn))
 
 
 @dataclass
@@ -59,5 +61,7 @@ class TrainerSettings:
     staleness_limit: int | None = None
     staleness_mode: str = "drop"  # or "downweight"
     loss: LossSettings = field(default_factory=LossSettings)
+    # False when the experiences come from a dataset (sft, dpo): no staleness, no reward metric.
+    learns_from_rollouts: bool = True
     dtype: str = "float32"
     device: str = "cpu"

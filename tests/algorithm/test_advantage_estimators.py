@@ -261,7 +261,7 @@ def test_none_estimator_gives_zeros():
 def test_estimators_declare_whether_they_need_groups_or_a_critic():
     grouped = {name for name in ADVANTAGE_FNS.names() if requires_groups(ADVANTAGE_FNS.get(name))}
     critic = {name for name in ADVANTAGE_FNS.names() if requires_critic(ADVANTAGE_FNS.get(name))}
-    assert grouped == {"grpo", "grpo_verl", "rloo", "opmd", "reinforce", "asymre", "rec", "raft", "clipb"}
+    assert grouped == {"grpo", "grpo_verl", "rloo", "opmd", "reinforce", "asymre", "rec", "raft", "clipb", "clipv"}
     assert critic == {"ppo"}
 
 

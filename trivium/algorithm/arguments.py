@@ -33,6 +33,7 @@ BATCH_INPUTS = frozenset(
         "returns",
         "teacher_logprobs",
         "global_step",
+        "expected_entropy_signal",
     }
 )
 

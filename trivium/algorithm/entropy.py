@@ -46,6 +46,18 @@ def entropy_from_logits(logits: torch.Tensor, chunk_size: int | None = None) -> 
     return torch.cat(pieces).reshape(logits.shape[:-1])
 
 
+def expected_entropy_signal_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """N = sum_v p_v * p_v * (H + log p_v): the expectation, over the next token, of the entropy
+    signal S = p * (H + log p) (see ``entropy_filters``). logits: (..., V); returns (...) float32.
+    """
+    logits = logits.float().clamp_min(torch.finfo(torch.float32).min)
+    log_probs = torch.log_softmax(logits, dim=-1)
+    probs = torch.exp(log_probs)
+    entropy = -(probs * log_probs).sum(dim=-1, keepdim=True)
+    # N = sum_v p_v^2 * (H + log p_v)
+    return (probs * probs * (entropy + log_probs)).sum(dim=-1)
+
+
 @ENTROPY_LOSS_FNS.register("default")
 def entropy_bonus(
     *,

@@ -54,6 +54,13 @@ def _check_preset(config: TriviumConfig, problems: list[Problem]) -> None:
             f"{algorithm.algorithm_type} compares several responses per task, so it needs repeat_times >= 2 "
             f"(got {algorithm.repeat_times}); 8 is a common choice",
         ))
+    if preset.needs_teacher_logprobs and config.mode in ("both", "colocate", "explore") \
+            and not config.explorer.auxiliary_models:
+        problems.append(Problem(
+            "explorer.auxiliary_models",
+            f"{algorithm.algorithm_type} distils from a teacher that scores every rollout: add the teacher model "
+            "here (the first auxiliary model is the teacher)",
+        ))
     if not preset.train_only:
         return
     if config.mode != "train":

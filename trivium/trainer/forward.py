@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from trivium.algorithm.entropy import entropy_from_logits
+from trivium.algorithm.entropy import entropy_from_logits, expected_entropy_signal_from_logits
 from trivium.algorithm.logprobs import logprobs_from_logits
 from trivium.core.batch import ExperienceBatch
 
@@ -93,25 +93,27 @@ def whole_batch_logprobs(
     model: torch.nn.Module, batch: ExperienceBatch, plan: list[list[int]], share_prompts: bool = True
 ) -> torch.Tensor:
     """Response logprobs (B, R) for ``batch``, computed micro-batch by micro-batch without grad."""
-    return whole_batch_logprobs_and_entropy(model, batch, plan, share_prompts, with_entropy=False)[0]
+    out = torch.zeros_like(batch.response_mask)
+    for rows in plan:
+        micro = batch.select(rows)
+        logprobs, _ = response_logprobs(model, micro, share_prompts=share_prompts)
+        out[rows, : micro.response_length] = logprobs
+    return out
 
 
 @torch.no_grad()
-def whole_batch_logprobs_and_entropy(
-    model: torch.nn.Module,
-    batch: ExperienceBatch,
-    plan: list[list[int]],
-    share_prompts: bool = True,
-    *,
-    with_entropy: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Response logprobs and token entropies, both (B, R), micro-batch by micro-batch without grad."""
-    logprobs_out = torch.zeros_like(batch.response_mask)
-    entropy_out = torch.zeros_like(batch.response_mask) if with_entropy else None
+def whole_batch_entropy_terms(
+    model: torch.nn.Module, batch: ExperienceBatch, plan: list[list[int]], share_prompts: bool = True
+) -> dict[str, torch.Tensor]:
+    """What the entropy-aware advantages read, each (B, R): the current ``logprobs`` of the
+    sampled tokens, the ``entropy`` and the ``expected_entropy_signal`` of each position."""
+    out = {name: torch.zeros_like(batch.response_mask) for name in ("logprobs", "entropy", "expected_entropy_signal")}
     for rows in plan:
         micro = batch.select(rows)
-        logprobs, entropy = response_logprobs(model, micro, with_entropy=with_entropy, share_prompts=share_prompts)
-        logprobs_out[rows, : micro.response_length] = logprobs
-        if entropy_out is not None:
-            entropy_out[rows, : micro.response_length] = entropy
-    return logprobs_out, entropy_out
+        logits = response_logits(model, micro, share_prompts).float()
+        labels = micro.input_ids[:, micro.prompt_length :]
+        R = micro.response_length
+        out["logprobs"][rows, :R] = logprobs_from_logits(logits, labels)
+        out["entropy"][rows, :R] = entropy_from_logits(logits)
+        out["expected_entropy_signal"][rows, :R] = expected_entropy_signal_from_logits(logits)
+    return out

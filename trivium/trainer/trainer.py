@@ -28,7 +28,7 @@ from trivium.core.batch import ExperienceBatch
 from trivium.core.experience import Experience
 from trivium.trainer import checkpoint as ckpt
 from trivium.trainer.critic import CriticModel
-from trivium.trainer.forward import response_logprobs, whole_batch_logprobs, whole_batch_logprobs_and_entropy
+from trivium.trainer.forward import response_logprobs, whole_batch_entropy_terms, whole_batch_logprobs
 from trivium.trainer.micro_batch import loss_scale, plan_micro_batches
 from trivium.trainer.optim import build_optimizer, build_scheduler
 from trivium.trainer.settings import TrainerSettings
@@ -210,9 +210,7 @@ class Trainer:
         advantage_fn = ADVANTAGE_FNS.get(loss.advantage_fn)
         extra: dict[str, Any] = {}
         if requires_entropy(advantage_fn):
-            extra["logprobs"], extra["entropy"] = whole_batch_logprobs_and_entropy(
-                self.actor, batch, self.plan(batch), self.share_prompts
-            )
+            extra = whole_batch_entropy_terms(self.actor, batch, self.plan(batch), self.share_prompts)
         advantages, returns = advantage_fn(
             token_level_rewards=token_rewards,
             response_mask=batch.response_mask,

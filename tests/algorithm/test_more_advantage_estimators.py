@@ -78,9 +78,25 @@ def test_raft_selects_the_best_samples_of_each_group():
     assert advantages[:, 0].tolist() == [0.0, 1.0, 1.0, 1.0, 0.0]
     floored, _ = run(
         "raft", token_level_rewards=rewards, response_mask=mask, group_ids=torch.tensor([0, 0, 0, 1, 1]),
-        min_reward=0.5,
+        reward_threshold=0.5,
     )
     assert floored[:, 0].tolist() == [0.0, 1.0, 1.0, 0.0, 0.0]
+
+
+def test_raft_with_one_sample_per_task_keeps_the_rewarded_rollouts():
+    rewards, mask = outcome_rewards([1.0, 0.0], [1, 1], 1)
+    advantages, _ = run("raft", token_level_rewards=rewards, response_mask=mask, group_ids=torch.tensor([0, 1]))
+    assert advantages[:, 0].tolist() == [1.0, 0.0]
+
+
+def test_grpo_std_threshold_silences_flat_groups():
+    rewards, mask = outcome_rewards([1.0, 1.001, 0.0, 1.0], [1, 1, 1, 1], 1)
+    advantages, _ = run(
+        "grpo", token_level_rewards=rewards, response_mask=mask, group_ids=torch.tensor([0, 0, 1, 1]),
+        std_threshold=0.01,
+    )
+    assert advantages[:2, 0].tolist() == [0.0, 0.0]
+    assert advantages[2, 0].item() < 0 < advantages[3, 0].item()
 
 
 def test_grpo_verl_equals_grpo_and_is_computed_by_the_trainer():

@@ -162,17 +162,23 @@ def grpo_advantages(
     group_ids: torch.Tensor | None = None,
     epsilon: float = 1e-6,
     std_normalize: bool = True,
+    std_threshold: float | None = None,
     **_ignored,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Group-relative advantage: each score compared with its group's mean (and spread).
 
     A group of one sample takes mean 0 and std 1 (veRL's convention), so its advantage is
     s / (1 + epsilon). Groups whose scores are all equal get 0. ``std_normalize=False``
-    keeps only the mean subtraction (the "Dr. GRPO" variant). Computed by the explorer.
-    Returns (advantages, returns), both (B, R) and equal.
+    keeps only the mean subtraction (the "Dr. GRPO" variant). With ``std_threshold`` set, a
+    group of several samples whose std is at most the threshold carries no signal and gets 0.
+    Computed by the explorer. Returns (advantages, returns), both (B, R) and equal.
     """
     scores, stats = _group_scores("grpo", token_level_rewards, response_mask, group_ids)
     per_sequence = normalized_group_scores(scores, stats, epsilon=epsilon, std_normalize=std_normalize)
+    if std_threshold is not None:
+        # a_i = 0 where n_g > 1 and std_g <= threshold
+        flat = (stats.size > 1) & (stats.std <= std_threshold)
+        per_sequence = torch.where(flat, torch.zeros_like(per_sequence), per_sequence)
     return _group_advantages(per_sequence, response_mask)
 
 

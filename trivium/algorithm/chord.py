@@ -14,7 +14,13 @@ import math
 import torch
 
 from trivium.algorithm.aggregation import aggregate_loss
-from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, _item, ppo_policy_loss, sft_loss
+from trivium.algorithm.policy_losses import (
+    POLICY_LOSS_FNS,
+    REFERENCE_BATCH_ARGS,
+    _item,
+    ppo_policy_loss,
+    sft_loss,
+)
 
 
 def mu_schedule(*, step: int, warmup_steps: int, decay_steps: int, peak: float, valley: float) -> float:
@@ -90,13 +96,15 @@ def mix_chord_loss(
     clip_range: float = 0.2,
     clip_range_low: float | None = None,
     clip_range_high: float | None = None,
+    sft_loss_agg_mode: str | None = None,
     **_ignored,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """L = (1 - mu_t) * L_ppo(on-policy rows) + mu_t * L_sft(expert rows), mu_t from ``mu_schedule``.
 
     expert_mask: (B,) bool marking expert rows; global_step: the trainer's step, for mu_t.
     The SFT part is sft_phi when ``enable_phi_function`` (CHORD-phi), else plain sft. Each
-    part is aggregated over its own rows; a part without rows contributes 0.
+    part is aggregated over its own rows (the SFT part with ``sft_loss_agg_mode`` when set);
+    a part without rows contributes 0.
     Metrics: the parts' metrics prefixed ``rl/`` and ``sft/``, mu, expert_fraction.
     """
     if expert_mask is None:
@@ -117,7 +125,9 @@ def mix_chord_loss(
         clip_range_high=clip_range_high,
     )
     sft_fn = sft_phi_loss if enable_phi_function else sft_loss
-    expert_loss, sft_metrics = sft_fn(logprobs=logprobs, response_mask=mask * is_expert.float(), loss_agg_mode=loss_agg_mode)
+    expert_loss, sft_metrics = sft_fn(
+        logprobs=logprobs, response_mask=mask * is_expert.float(), loss_agg_mode=sft_loss_agg_mode or loss_agg_mode
+    )
     # L = (1 - mu) * L_rl + mu * L_sft
     loss = (1.0 - mu) * rl_loss + mu * expert_loss
     metrics = {f"rl/{name}": value for name, value in rl_metrics.items()}
@@ -128,4 +138,5 @@ def mix_chord_loss(
 
 
 mix_chord_loss.needs_expert_mask = True
+mix_chord_loss.accepted_unused_args = REFERENCE_BATCH_ARGS
 POLICY_LOSS_FNS.register("mix_chord", mix_chord_loss)

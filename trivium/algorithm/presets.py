@@ -24,6 +24,8 @@ class AlgorithmPreset:
     reference: str = ""
     # Needs several samples per task (the group) to compute advantages.
     group_based: bool = False
+    # The fewest samples per task a group-based preset works with.
+    min_repeat_times: int = 2
     use_critic: bool = False
     # Trains from a dataset, so only train mode makes sense.
     train_only: bool = False
@@ -117,6 +119,7 @@ PRESETS: dict[str, AlgorithmPreset] = {
     ),
     "raft": AlgorithmPreset(
         advantage_fn="raft", policy_loss_fn="raft", group_based=True, kl_loss_fn="none", entropy_loss_fn="none",
+        min_repeat_times=1,
         summary="reward-ranked fine-tuning: SFT on the best-rewarded sample of each task",
         reference="Dong et al., 2023 (RAFT), arXiv:2304.06767",
     ),

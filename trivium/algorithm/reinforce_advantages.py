@@ -131,22 +131,21 @@ def raft_advantages(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
     group_ids: torch.Tensor | None = None,
-    min_reward: float | None = None,
+    reward_threshold: float = 0.0,
     **_ignored,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Reward ranking for RAFT: 1 for the best-scored sample(s) of each group, else 0.
 
-    Ties at the top are all selected; with ``min_reward`` set, a best sample scoring below it
-    is not selected either. Returns (advantages, returns), both (B, R) and equal.
+    Ties at the top are all selected, and only samples scoring above ``reward_threshold``
+    are: with one sample per task, RAFT keeps the rollouts that earned a reward.
+    Returns (advantages, returns), both (B, R) and equal.
     """
     scores, _ = _group_scores("raft", token_level_rewards, response_mask, group_ids)
     _, row_to_group = torch.unique(group_ids, return_inverse=True)
     best = torch.full((int(row_to_group.max()) + 1,), -torch.inf).scatter_reduce(
         0, row_to_group, scores, reduce="amax"
     )
-    # a_i = 1 if s_i = max_g (and s_i >= min_reward) else 0
-    selected = scores >= best[row_to_group]
-    if min_reward is not None:
-        selected &= scores >= min_reward
+    # a_i = 1 if s_i = max_g and s_i > threshold else 0
+    selected = (scores >= best[row_to_group]) & (scores > reward_threshold)
     advantages = _broadcast(selected.float(), response_mask)
     return advantages, advantages.clone()

@@ -48,7 +48,7 @@ def check_algorithm(config: TriviumConfig, problems: list[Problem]) -> None:
 def _check_preset(config: TriviumConfig, problems: list[Problem]) -> None:
     algorithm = config.algorithm
     preset = PRESETS[algorithm.algorithm_type]
-    if preset.group_based and algorithm.repeat_times < 2:
+    if preset.group_based and algorithm.repeat_times < preset.min_repeat_times:
         problems.append(Problem(
             "algorithm.repeat_times",
             f"{algorithm.algorithm_type} compares several responses per task, so it needs repeat_times >= 2 "
@@ -240,6 +240,18 @@ def algorithm_notes(config: TriviumConfig) -> list[Suggestion]:
     if config.mode == "bench":
         return []
     notes = []
+    from trivium.algorithm.arguments import accepted_unused_args
+
+    loss_name = config.algorithm.policy_loss_fn
+    registry = _registries()["policy_loss_fn"]
+    if loss_name in registry:
+        for arg in accepted_unused_args(registry.get(loss_name)):
+            if arg in config.algorithm.policy_loss_fn_args:
+                notes.append(Suggestion(
+                    f"algorithm.policy_loss_fn_args.{arg}",
+                    "accepted but unused: trivium aggregates each part of the loss over its own rows exactly",
+                    "unused",
+                ))
     for name in _registries():
         value = getattr(config.algorithm, name)
         if value and is_dotted_path(value) and _import_or_none(value) is None:

@@ -14,6 +14,7 @@ from typing import Callable
 
 from trivium.config.algorithm_rules import algorithm_notes, check_algorithm
 from trivium.config.unused_keys import unsupported_key_problems, unused_key_notes
+from trivium.config.workflow_rules import check_workflows, workflow_notes
 from trivium.config.errors import ConfigError, Problem, Suggestion
 from trivium.config.memory import memory_suggestions
 from trivium.config.schema import TriviumConfig
@@ -270,7 +271,7 @@ def _engines_and_trainer(config: TriviumConfig, problems: list[Problem]) -> None
 
 RULES: list[Callable[[TriviumConfig, list[Problem]], None]] = [
     _required, _ranges, _token_limits, check_algorithm, _data, _devices, _sync, _engines_and_trainer,
-    unsupported_key_problems,
+    unsupported_key_problems, check_workflows,
 ]
 
 
@@ -320,5 +321,6 @@ def suggestions(config: TriviumConfig) -> list[Suggestion]:
     if config.model.tinker.enable and config.model.lora_configs:
         advice.append(Suggestion("model.lora_configs", "ignored because model.tinker.enable is true", "note"))
     advice += algorithm_notes(config)
+    advice += workflow_notes(config)
     advice += memory_suggestions(config)
     return advice

@@ -25,7 +25,7 @@ RewardFn = Callable[..., "float | dict[str, float]"]
 
 REWARD_FNS: Registry[RewardFn] = Registry(
     "reward function",
-    builtin_modules=("trivium.rewards.math_rewards", "trivium.rewards.countdown"),
+    builtin_modules=("trivium.rewards.math_rewards", "trivium.rewards.countdown", "trivium.rewards.outside"),
 )
 
 

@@ -14,6 +14,8 @@ WORKFLOWS: Registry[type] = Registry(
         "trivium.workflows.simple_workflow",
         "trivium.workflows.math_workflow",
         "trivium.workflows.countdown_workflow",
+        "trivium.workflows.math_boxed_workflow",
+        "trivium.workflows.environments",
     ),
 )
 

@@ -1,7 +1,9 @@
 """Validation of the workflow and reward-function names each taskset uses.
 
-Owns: a name must be registered (or be a dotted plugin path, checked where the run starts),
-and a workflow that needs an outside package or reads images says so before the run starts.
+Owns: a workflow name must be registered (or be a dotted plugin path, checked where the run
+starts); an unregistered reward name is a note, since reward functions are often the user's
+own plugins; and a workflow or reward that needs an outside package or reads images says so
+before the run starts.
 Names are looked up in the registries, so plugins must be imported first (``--plugin-dir``).
 """
 
@@ -38,6 +40,8 @@ def check_workflows(config: TriviumConfig, problems: list[Problem]) -> None:
             name = getattr(taskset, field)
             if not name or is_dotted_path(name) or name in reported:
                 continue
+            if field == "default_reward_fn_type" and name not in registry:
+                continue  # often a user's own function: a note (see workflow_notes), not an error
             found = _lookup(registry, name, f"{key}.{field}", problems)
             reason = None if found is None else missing_package_message(found) or getattr(found, "unsupported", None)
             if reason:
@@ -56,8 +60,18 @@ def _lookup(registry: Any, name: str, key: str, problems: list[Problem]) -> Any:
 
 def workflow_notes(config: TriviumConfig) -> list[Suggestion]:
     """Dotted-path workflows and rewards are imported only where the run starts."""
+    from trivium.rewards.registry import REWARD_FNS
+
     notes = []
     for key, taskset in _tasksets(config):
+        reward = taskset.default_reward_fn_type
+        if config.mode in EXPLORING_MODES and reward and not is_dotted_path(reward) and reward not in REWARD_FNS:
+            notes.append(Suggestion(
+                f"{key}.default_reward_fn_type",
+                f"no reward function '{reward}' is registered here: load the plugin that defines it with "
+                f"--plugin-dir, or the first task fails (built-in ones: {', '.join(REWARD_FNS.names())})",
+                "note",
+            ))
         for field in ("default_workflow_type", "default_reward_fn_type"):
             value = getattr(taskset, field)
             if value and is_dotted_path(value) and not _importable(value):

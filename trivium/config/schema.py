@@ -27,8 +27,8 @@ def opt(
     ``dotted_path`` also accepts, besides ``choices``, a plugin given as ``pkg.module:Name``.
     ``unused="why"``: accepted and stored, but nothing in trivium reads it; ``trivium plan``
     lists it when set. ``unsupported="why"``: setting it is an error saying why.
-    ``engine_option="performance" | "behaviour"``: a rollout-engine option passed to the
-    engine factory as a keyword; engines that cannot honour a behaviour option refuse it.
+    ``engine_option="performance" | "behaviour" | "load"``: a rollout-engine option passed to
+    the engine factory as a keyword; engines that cannot honour a behaviour option refuse it.
     """
     metadata = {"help": help}
     if unused is not None:
@@ -367,7 +367,7 @@ class InferenceModelConfig:
     enable_auto_tool_choice: bool = opt(False, "Let the model decide when to call tools (vLLM's OpenAI server).", engine_option="behaviour")
     tool_call_parser: Optional[str] = opt(None, "Parser turning generated text into tool calls (vLLM).", engine_option="behaviour")
     reasoning_parser: Optional[str] = opt(None, "Parser separating reasoning from the answer (vLLM).", engine_option="behaviour")
-    trust_remote_code: bool = opt(False, "Allow model code shipped with the checkpoint.", engine_option="behaviour")
+    trust_remote_code: bool = opt(False, "Allow model code shipped with the checkpoint.", engine_option="load")
     ignore_eos: bool = opt(False, "Keep generating past the end-of-sequence token.", engine_option="behaviour")
     # Per-engine sampling overrides of the reference system; trivium samples with model.* and rollout_args.
     temperature: Optional[float] = opt(None, "Sampling temperature of this engine.", unused="sampling follows model.* and each taskset's rollout_args")

@@ -65,6 +65,8 @@ def unused_key_notes(config: Any) -> list[Suggestion]:
             kind = model.__dataclass_fields__[name].metadata["engine_option"]
             if model.engine_type not in ENGINES_WITHOUT_VLLM_OPTIONS or not value:
                 continue
+            if kind not in ("performance", "behaviour"):
+                continue  # e.g. trust_remote_code: every engine that loads weights honours it
             if kind == "performance":
                 notes.append(Suggestion(
                     f"{path}.{name}", f"accepted but unused: a vLLM option the {model.engine_type} engine ignores",

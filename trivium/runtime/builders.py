@@ -14,6 +14,7 @@ from typing import Any
 
 from trivium.algorithm.advantages import ADVANTAGE_FNS, computed_by_explorer, requires_critic
 from trivium.algorithm.presets import PRESETS
+from trivium.config.unused_keys import engine_options
 from trivium.explorer.explorer import EvalSet, Explorer
 from trivium.explorer.runner import RunnerPool
 from trivium.models.engine.busy_clients import BusyClients
@@ -128,6 +129,7 @@ def build_engines(config: Any, model_path: str | None = None) -> list[Any]:
                 seed=(rollout.seed if rollout.seed is not None else config.seed) + index,
                 max_model_len=config.model.max_model_len,
                 **_external_engine_args(config) if rollout.engine_type == "external" else {},
+                **engine_options(rollout),
             )
         )
     return engines
@@ -181,6 +183,7 @@ def build_auxiliary_wrappers(config: Any) -> list[Any]:
             dtype=aux.dtype or config.model.dtype,
             seed=aux.seed if aux.seed is not None else config.seed,
             max_model_len=aux.max_model_len,
+            **engine_options(aux),
         )
         wrappers.append(
             ModelWrapper(

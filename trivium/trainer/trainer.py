@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM
 
-from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_entropy
+from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_entropy, requires_teacher
 from trivium.algorithm.aggregation import masked_mean
 from trivium.algorithm.entropy import ENTROPY_LOSS_FNS
 from trivium.algorithm.kl import KL_FNS, apply_kl_penalty, kl_loss
@@ -211,14 +211,14 @@ class Trainer:
         extra: dict[str, Any] = {}
         if requires_entropy(advantage_fn):
             extra = whole_batch_entropy_terms(self.actor, batch, self.plan(batch), self.share_prompts)
+        if requires_teacher(advantage_fn):
+            extra.update(old_logprobs=batch.old_logprobs, teacher_logprobs=batch.teacher_logprobs)
         advantages, returns = advantage_fn(
             token_level_rewards=token_rewards,
             response_mask=batch.response_mask,
             group_ids=group_ids,
             values=values,
             baseline_rewards=batch.baseline_rewards,
-            old_logprobs=batch.old_logprobs,
-            teacher_logprobs=batch.teacher_logprobs,
             **extra,
             **loss.advantage_fn_args,
         )

@@ -38,12 +38,13 @@ def test_grpo_normalises_by_group_mean_and_sample_std():
     torch.testing.assert_close(returns, advantages)
 
 
-def test_grpo_single_sample_group_has_zero_advantage():
+def test_grpo_single_sample_group_takes_mean_0_and_std_1_as_verl_does():
     rewards, mask = outcome_rewards([5.0, 1.0, 3.0], [2, 2, 2], 2)
     advantages, _ = run(
         "grpo", token_level_rewards=rewards, response_mask=mask, group_ids=torch.tensor([9, 4, 4])
     )
-    assert advantages[0].tolist() == [0.0, 0.0]
+    # alone in its group: (5 - 0) / (1 + 1e-6)
+    assert advantages[0].tolist() == pytest.approx([5 / (1 + 1e-6)] * 2)
     # the two-sample group: mean 2, std sqrt(2); a = -+1 / sqrt(2)
     assert advantages[1, 0].item() == pytest.approx(-1 / (math.sqrt(2) + 1e-6))
 
@@ -95,8 +96,8 @@ def test_rloo_baseline_is_the_mean_of_the_other_samples():
     advantages, _ = run(
         "rloo", token_level_rewards=rewards, response_mask=mask, group_ids=torch.tensor([0, 0, 0, 1])
     )
-    # 1 - (2 + 6)/2 = -3;  2 - (1 + 6)/2 = -1.5;  6 - (1 + 2)/2 = 4.5;  single sample -> 0
-    torch.testing.assert_close(advantages, torch.tensor([[-3.0, -3.0], [-1.5, 0.0], [4.5, 4.5], [0.0, 0.0]]))
+    # 1 - (2 + 6)/2 = -3;  2 - (1 + 6)/2 = -1.5;  6 - (1 + 2)/2 = 4.5;  single sample: baseline 0 -> 4
+    torch.testing.assert_close(advantages, torch.tensor([[-3.0, -3.0], [-1.5, 0.0], [4.5, 4.5], [4.0, 4.0]]))
 
 
 def test_opmd_mean_baseline_subtracts_group_mean_without_scaling():
@@ -260,7 +261,9 @@ def test_none_estimator_gives_zeros():
 def test_estimators_declare_whether_they_need_groups_or_a_critic():
     grouped = {name for name in ADVANTAGE_FNS.names() if requires_groups(ADVANTAGE_FNS.get(name))}
     critic = {name for name in ADVANTAGE_FNS.names() if requires_critic(ADVANTAGE_FNS.get(name))}
-    assert grouped == {"grpo", "rloo", "opmd", "multi_step_grpo"}
+    assert grouped == {
+        "grpo", "grpo_verl", "rloo", "opmd", "reinforce", "asymre", "rec", "raft", "clipb", "clipv", "multi_step_grpo",
+    }
     assert critic == {"ppo"}
 
 

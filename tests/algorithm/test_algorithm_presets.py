@@ -13,9 +13,13 @@ from trivium.algorithm import (
     requires_critic,
     requires_groups,
 )
+from trivium.algorithm.advantages import requires_teacher
 from trivium.errors import UserError
 
-EXPECTED = {"ppo", "grpo", "opmd", "dpo", "sft", "mix", "rloo", "reinforceplusplus", "remax", "gspo", "cispo"}
+EXPECTED = {
+    "ppo", "grpo", "opmd", "dpo", "sft", "mix", "rloo", "reinforceplusplus", "remax", "gspo", "cispo",
+    "asymre", "topr", "sapo", "rec", "sppo", "raft", "mix_chord", "on_policy_distill", "jsd", "grpo_verl",
+}
 
 
 def test_all_documented_algorithms_have_a_preset():
@@ -39,6 +43,19 @@ def test_preset_flags_agree_with_the_advantage_function(name):
     advantage_fn = ADVANTAGE_FNS.get(preset.advantage_fn)
     assert preset.group_based == requires_groups(advantage_fn)
     assert preset.use_critic == requires_critic(advantage_fn)
+    assert preset.needs_teacher_logprobs == requires_teacher(advantage_fn)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_has_a_summary_for_the_listing(name):
+    assert PRESETS[name].summary
+
+
+def test_presets_declare_what_the_explorer_must_add():
+    assert PRESETS["remax"].needs_greedy_baseline
+    assert {n for n, p in PRESETS.items() if p.needs_teacher_logprobs} == {"on_policy_distill", "jsd"}
+    assert {n for n, p in PRESETS.items() if p.needs_expert_data} == {"mix", "mix_chord"}
+    assert {n for n, p in PRESETS.items() if not p.learns_from_rollouts} == {"sft", "dpo"}
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

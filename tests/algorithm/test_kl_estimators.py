@@ -33,6 +33,15 @@ def test_low_var_kl_is_clamped_to_ten():
     assert kl.tolist() == [[10.0, 10.0]]
 
 
+def test_verl_names_select_the_same_estimators_and_verl_k3_clamps_at_ten():
+    torch.testing.assert_close(KL_FNS.get("kl")(LOGPROBS, REF), KL_FNS.get("k1")(LOGPROBS, REF))
+    torch.testing.assert_close(KL_FNS.get("mse")(LOGPROBS, REF), KL_FNS.get("k2")(LOGPROBS, REF))
+    # veRL's k3 (low_var_kl) clamps at 10; the plain k3 does not
+    extreme = (torch.tensor([[-15.0]]), torch.tensor([[0.0]]))
+    assert KL_FNS.get("low_var_kl")(*extreme).item() == 10.0
+    assert KL_FNS.get("k3")(*extreme).item() == pytest.approx(math.exp(15.0) - 16.0, rel=1e-5)
+
+
 @pytest.mark.parametrize("name", ["k1", "k2", "k3", "low_var_kl", "abs"])
 def test_kl_estimators_stay_finite_for_extreme_log_ratios(name):
     logprobs = torch.tensor([[-60.0, -1.0]], requires_grad=True)

@@ -123,7 +123,7 @@ def test_vllm_engine_without_vllm_is_a_clear_error(qwen2_path):
     try:
         import vllm  # noqa: F401
     except ImportError:
-        with pytest.raises(UserError, match="pip install"):
+        with pytest.raises(UserError, match="needs the vllm package"):
             create_engine("vllm", model_path=qwen2_path)
     else:
         pytest.skip("vllm is installed; this checks the message shown when it is not")

@@ -2,7 +2,7 @@
 
 For every key of the schema, a config that changes only that key must change the typed run
 settings the components are built from, or the key must be reported: marked inert in the
-schema (then `plan` and `run` list it when set), or consumed before the runtime by a named
+schema as unused (then `plan` and `run` list it when set) or unsupported (an error), or consumed before the runtime by a named
 step (validation, stage expansion, resolve()'s aliases).
 """
 
@@ -11,13 +11,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 import typing
 
 import pytest
 
-from trivium.config import load_config_from_dict, resolve
+from trivium.config import ConfigError, load_config_from_dict, resolve, validate
 from trivium.config.schema import InferenceModelConfig, StorageConfig, TriviumConfig
-from trivium.config.unused import unused_keys
+from trivium.config.unused_keys import unused_key_notes
 from trivium.errors import UserError
 from trivium.runtime.settings import build_run_settings
 
@@ -72,6 +73,9 @@ PROBES = {
     "cluster.placement": "ray",
     "synchronizer.sync_method": "checkpoint",
     "model.lora_configs": [{"lora_rank": 8}],
+    "explorer.rollout_model.lora_modules": [{"name": "adapter", "path": "/adapters/a"}],
+    "explorer.auxiliary_models[0].lora_modules": [{"name": "adapter", "path": "/adapters/a"}],
+    "buffer.explorer_input.taskset.data_selector": {"selector_type": "shuffle"},
     "model.external_model.base_url_env": "PROBE_BASE_URL",
     "model.external_model.api_key_env": "PROBE_API_KEY",
 }
@@ -226,9 +230,13 @@ def test_every_key_changes_the_run_settings_or_is_reported(base, loaded, path, f
         with pytest.raises((NotImplementedError, UserError)):
             settings_of(probed)
         return
-    if field.metadata.get("inert"):
-        reported = [u.path for u in unused_keys(resolve(probed))]
-        assert path in reported, f"{path} is inert but not reported as unused: {reported}"
+    if field.metadata.get("unsupported"):
+        with pytest.raises(ConfigError, match=re.escape(path)):
+            validate(resolve(probed))
+        return
+    if field.metadata.get("unused"):
+        reported = [note.key for note in unused_key_notes(resolve(probed))]
+        assert path in reported, f"{path} is marked unused but not reported: {reported}"
         return
     assert settings_of(probed) != before, f"{path} changes nothing the components read"
 
@@ -240,6 +248,6 @@ def test_unmapped_trainer_config_entries_are_reported(base):
     data["trainer"] = {"trainer_config": {"critic": {"optim": {"lr": 0.25}, "ppo_epochs": 4}, "foo": 1}}
     config = resolve(load_config_from_dict(data))
     assert config.trainer.critic_lr == 0.25
-    assert sorted(u.path for u in unused_keys(config)) == [
+    assert sorted(note.key for note in unused_key_notes(config)) == [
         "trainer.trainer_config.critic.ppo_epochs", "trainer.trainer_config.foo",
     ]

@@ -71,7 +71,7 @@ def studio(tmp_path):
     served.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
     if not CHROMIUM.exists():
         pytest.skip(f"no browser: {CHROMIUM} is missing (`apt-get install -y chromium`, which `make test` runs)")

@@ -55,7 +55,7 @@ def test_the_form_has_every_schema_key_except_derived_ones_and_sections():
         expected.add(path)
     derived = {"checkpoint_job_dir", "stage_index", "stage_name", "previous_stage_job_dir", "cluster.device_type",
                "cluster.explorer_devices", "cluster.auxiliary_devices", "cluster.trainer_devices",
-               "cluster.shared_devices", "buffer.explorer_input.taskset.is_eval",
+               "cluster.shared_devices", "cluster.uses_ray", "buffer.explorer_input.taskset.is_eval",
                "buffer.trainer_input.experience_buffer.is_eval"}
     sections = {path for path in expected if any(other.startswith(path + ".") for other in expected)}
     assert keys == expected - derived - sections

@@ -11,7 +11,7 @@ def test_ragged_rows_are_left_padded_prompts_and_right_padded_responses():
         tokens=[11, 12, 13, 21, 22], prompt_length=3, logprobs=[-0.1, -0.2], action_mask=[True, False],
         reward=1.0, advantages=[0.5, 0.5], returns=[1.0, 2.0], model_version=3,
     )
-    b = Experience(tokens=[14, 23, 24, 25], prompt_length=1, reward=None, info={"is_expert": True})
+    b = Experience(tokens=[14, 23, 24, 25], prompt_length=1, reward=None, is_expert=True)
     c = Experience(tokens=[15, 16], prompt_length=2, logprobs=[], reward=0.25)  # empty response
     d = Experience(tokens=[17, 26], prompt_length=1, logprobs=[-0.7], prompt_truncated=True, model_version=1)
 

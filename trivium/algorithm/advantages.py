@@ -6,11 +6,20 @@ Every estimator has the same keyword-only signature::
        values (B, R) | None = None, baseline_rewards (B,) | None = None, **args)
         -> (advantages (B, R), returns (B, R))
 
+Estimators that read more of the batch (``old_logprobs`` and ``teacher_logprobs`` for
+distillation, ``logprobs`` and ``entropy`` for the entropy-based token filters) take them
+by keyword too, and declare so with their flags.
+
 A sequence's scalar reward sits on its last response token of ``token_level_rewards``; the
 outcome estimators use each row's total reward as the sequence score. Advantages are
 training targets, so they are computed without gradients. Each estimator carries two flags,
 read with ``requires_groups`` / ``requires_critic``, that tell the pipeline whether it needs
-several samples per task and whether it needs a value model.
+several samples per task and whether it needs a value model; ``in_trainer`` estimators are
+computed by the trainer even when they compare groups (after any KL penalty, as veRL does),
+and ``needs_teacher`` / ``needs_entropy`` ones need those tensors from the trainer.
+
+Single-sample groups follow veRL's convention: the group's mean is taken as 0 and its
+standard deviation as 1, so the lone sample's advantage is its own score.
 """
 
 from __future__ import annotations
@@ -25,20 +34,36 @@ from trivium.registry import Registry
 
 AdvantageFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
-# Estimators defined in other modules register when the registry is first read.
+# The other advantage families register themselves when imported, on first lookup.
 ADVANTAGE_FNS: Registry[AdvantageFn] = Registry(
-    "advantage_fn", builtin_modules=("trivium.algorithm.multi_step",)
+    "advantage_fn",
+    builtin_modules=(
+        "trivium.algorithm.multi_step",
+        "trivium.algorithm.reinforce_advantages",
+        "trivium.algorithm.distillation",
+        "trivium.algorithm.entropy_filters",
+    ),
 )
 
 
 def register_advantage_fn(
-    name: str, *, needs_group: bool = False, needs_critic: bool = False, needs_episodes: bool = False
+    name: str,
+    *,
+    needs_group: bool = False,
+    needs_critic: bool = False,
+    in_trainer: bool = False,
+    needs_teacher: bool = False,
+    needs_entropy: bool = False,
+    needs_episodes: bool = False,
 ) -> Callable[[AdvantageFn], AdvantageFn]:
     """Register ``fn`` under ``name`` and record what it needs from the pipeline."""
 
     def add(fn: AdvantageFn) -> AdvantageFn:
         fn.needs_group = needs_group
         fn.needs_critic = needs_critic
+        fn.in_trainer = in_trainer
+        fn.needs_teacher = needs_teacher
+        fn.needs_entropy = needs_entropy
         fn.needs_episodes = needs_episodes
         return ADVANTAGE_FNS.register(name)(fn)
 
@@ -58,6 +83,21 @@ def requires_episodes(fn: AdvantageFn) -> bool:
 def requires_critic(fn: AdvantageFn) -> bool:
     """True if ``fn`` reads critic ``values`` (plugins default to False)."""
     return bool(getattr(fn, "needs_critic", False))
+
+
+def computed_by_explorer(fn: AdvantageFn) -> bool:
+    """True if the explorer fills the advantages: group-based and not marked ``in_trainer``."""
+    return requires_groups(fn) and not getattr(fn, "in_trainer", False)
+
+
+def requires_teacher(fn: AdvantageFn) -> bool:
+    """True if ``fn`` reads ``teacher_logprobs`` (B, R) of the sampled tokens."""
+    return bool(getattr(fn, "needs_teacher", False))
+
+
+def requires_entropy(fn: AdvantageFn) -> bool:
+    """True if ``fn`` reads the current policy's ``logprobs`` and ``entropy`` (B, R)."""
+    return bool(getattr(fn, "needs_entropy", False))
 
 
 def _check_inputs(token_level_rewards: torch.Tensor, response_mask: torch.Tensor) -> None:
@@ -90,12 +130,30 @@ def _group_scores(
 
 
 def _group_advantages(
-    per_sequence: torch.Tensor, stats: GroupStats, response_mask: torch.Tensor
+    per_sequence: torch.Tensor, response_mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A group of one sample has nothing to compare against: its advantage is 0."""
-    per_sequence = torch.where(stats.size > 1, per_sequence, torch.zeros_like(per_sequence))
     advantages = _broadcast(per_sequence, response_mask)
     return advantages, advantages.clone()
+
+
+def single_sample_convention(stats: GroupStats) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's group mean and std, with veRL's values for a group of one: mean 0, std 1."""
+    alone = stats.size <= 1
+    mean = torch.where(alone, torch.zeros_like(stats.mean), stats.mean)
+    std = torch.where(alone, torch.ones_like(stats.std), stats.std)
+    return mean, std
+
+
+def normalized_group_scores(
+    scores: torch.Tensor, stats: GroupStats, *, epsilon: float, std_normalize: bool
+) -> torch.Tensor:
+    """(B,) each score against its group, single-sample groups taking mean 0 and std 1."""
+    mean, std = single_sample_convention(stats)
+    if std_normalize:
+        # a_i = (s_i - mean_g) / (std_g + epsilon)
+        return (scores - mean) / (std + epsilon)
+    # a_i = s_i - mean_g
+    return scores - mean
 
 
 def _broadcast(per_sequence: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
@@ -112,23 +170,45 @@ def grpo_advantages(
     group_ids: torch.Tensor | None = None,
     epsilon: float = 1e-6,
     std_normalize: bool = True,
+    std_threshold: float | None = None,
     **_ignored,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Group-relative advantage: each score compared with its group's mean (and spread).
 
-    A group of one sample has nothing to compare against, so its advantage is 0 (it adds no
-    gradient). Groups whose scores are all equal also get 0. ``std_normalize=False`` keeps
-    only the mean subtraction (the "Dr. GRPO" variant).
-    Returns (advantages, returns), both (B, R) and equal.
+    A group of one sample takes mean 0 and std 1 (veRL's convention), so its advantage is
+    s / (1 + epsilon). Groups whose scores are all equal get 0. ``std_normalize=False``
+    keeps only the mean subtraction (the "Dr. GRPO" variant). With ``std_threshold`` set, a
+    group of several samples whose std is at most the threshold carries no signal and gets 0.
+    Computed by the explorer. Returns (advantages, returns), both (B, R) and equal.
     """
     scores, stats = _group_scores("grpo", token_level_rewards, response_mask, group_ids)
-    if std_normalize:
-        # a_i = (s_i - mean_g) / (std_g + epsilon)
-        per_sequence = (scores - stats.mean) / (stats.std + epsilon)
-    else:
-        # a_i = s_i - mean_g
-        per_sequence = scores - stats.mean
-    return _group_advantages(per_sequence, stats, response_mask)
+    per_sequence = normalized_group_scores(scores, stats, epsilon=epsilon, std_normalize=std_normalize)
+    if std_threshold is not None:
+        # a_i = 0 where n_g > 1 and std_g <= threshold
+        flat = (stats.size > 1) & (stats.std <= std_threshold)
+        per_sequence = torch.where(flat, torch.zeros_like(per_sequence), per_sequence)
+    return _group_advantages(per_sequence, response_mask)
+
+
+@register_advantage_fn("grpo_verl", needs_group=True, in_trainer=True)
+@torch.no_grad()
+def grpo_verl_advantages(
+    *,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: torch.Tensor | None = None,
+    epsilon: float = 1e-6,
+    std_normalize: bool = True,
+    **_ignored,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GRPO exactly as veRL computes it: in the trainer, on the token rewards after any KL
+    penalty (the score is the row's sum), with the same single-sample convention as grpo.
+
+    Returns (advantages, returns), both (B, R) and equal.
+    """
+    scores, stats = _group_scores("grpo_verl", token_level_rewards, response_mask, group_ids)
+    per_sequence = normalized_group_scores(scores, stats, epsilon=epsilon, std_normalize=std_normalize)
+    return _group_advantages(per_sequence, response_mask)
 
 
 @register_advantage_fn("rloo", needs_group=True)
@@ -142,13 +222,13 @@ def rloo_advantages(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """REINFORCE leave-one-out: the baseline of a sample is the mean of the other samples.
 
-    A group of one sample has no other samples, so its advantage is 0.
+    A group of one sample has no other samples: its baseline is 0 (veRL's convention).
     Returns (advantages, returns), both (B, R) and equal.
     """
     scores, stats = _group_scores("rloo", token_level_rewards, response_mask, group_ids)
-    # a_i = s_i - (sum_g - s_i) / (n - 1)
+    # a_i = s_i - (sum_g - s_i) / (n - 1); the sum of no other samples is 0
     leave_one_out_mean = (stats.total - scores) / (stats.size - 1).clamp_min(1)
-    return _group_advantages(scores - leave_one_out_mean, stats, response_mask)
+    return _group_advantages(scores - leave_one_out_mean, response_mask)
 
 
 @register_advantage_fn("opmd", needs_group=True)
@@ -168,19 +248,21 @@ def opmd_advantages(
     ``baseline="logavgexp"``: b_g = tau * log(mean(exp(s / tau))), an estimate of
     tau * log Z of the KL-regularised optimal policy; it tends to the mean as tau grows
     and to the group maximum as tau shrinks.
-    A group of one sample gets advantage 0.
+    A group of one sample takes baseline 0, as in the other group estimators.
     """
     scores, stats = _group_scores("opmd", token_level_rewards, response_mask, group_ids)
     if baseline == "mean":
-        group_baseline = stats.mean
+        group_baseline, _ = single_sample_convention(stats)
     elif baseline == "logavgexp":
         if tau <= 0:
             raise ValueError(f"opmd advantage: tau must be > 0 for the logavgexp baseline, got {tau}")
-        group_baseline = group_logavgexp(scores, group_ids, tau)
+        group_baseline = torch.where(
+            stats.size > 1, group_logavgexp(scores, group_ids, tau), torch.zeros_like(scores)
+        )
     else:
         raise ValueError(f"opmd advantage: baseline must be 'mean' or 'logavgexp', got '{baseline}'")
     # a_i = s_i - b_g
-    return _group_advantages(scores - group_baseline, stats, response_mask)
+    return _group_advantages(scores - group_baseline, response_mask)
 
 
 @register_advantage_fn("ppo", needs_critic=True)

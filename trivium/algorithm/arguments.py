@@ -31,6 +31,9 @@ BATCH_INPUTS = frozenset(
         "entropy",
         "old_values",
         "returns",
+        "teacher_logprobs",
+        "global_step",
+        "expected_entropy_signal",
     }
 )
 
@@ -47,11 +50,16 @@ def tunable_args(fn: Callable[..., Any]) -> dict[str, Any]:
     return tunable
 
 
+def accepted_unused_args(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """Arguments ``fn`` takes for compatibility with Trinity-RFT but does not use."""
+    return tuple(getattr(fn, "accepted_unused_args", ()))
+
+
 def check_fn_args(fn: Callable[..., Any], args: Mapping[str, Any], *, key: str) -> None:
     """Raise ``UserError`` naming ``key`` (e.g. ``algorithm.policy_loss_fn_args``) for unknown args."""
     known = tunable_args(fn)
     for name in args:
-        if name in known:
+        if name in known or name in accepted_unused_args(fn):
             continue
         hint = difflib.get_close_matches(name, known, n=1)
         suggestion = f" Did you mean '{hint[0]}'?" if hint else ""

@@ -46,6 +46,18 @@ def entropy_from_logits(logits: torch.Tensor, chunk_size: int | None = None) -> 
     return torch.cat(pieces).reshape(logits.shape[:-1])
 
 
+def expected_entropy_signal_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """N = sum_v p_v * p_v * (H + log p_v): the expectation, over the next token, of the entropy
+    signal S = p * (H + log p) (see ``entropy_filters``). logits: (..., V); returns (...) float32.
+    """
+    logits = logits.float().clamp_min(torch.finfo(torch.float32).min)
+    log_probs = torch.log_softmax(logits, dim=-1)
+    probs = torch.exp(log_probs)
+    entropy = -(probs * log_probs).sum(dim=-1, keepdim=True)
+    # N = sum_v p_v^2 * (H + log p_v)
+    return (probs * probs * (entropy + log_probs)).sum(dim=-1)
+
+
 @ENTROPY_LOSS_FNS.register("default")
 def entropy_bonus(
     *,
@@ -63,6 +75,30 @@ def entropy_bonus(
     # L_ent = -c * agg(H)
     loss = -entropy_coef * mean_entropy
     return loss, {"entropy": float(mean_entropy.detach())}
+
+
+@ENTROPY_LOSS_FNS.register("mix")
+def on_policy_entropy_bonus(
+    *,
+    entropy: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "token-mean",
+    entropy_coef: float = 0.0,
+    expert_mask: torch.Tensor | None = None,
+    **_ignored,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The entropy bonus over the policy's own rows only; expert rows (expert_mask (B,) True)
+    are left out, since their tokens were not sampled by the policy. Metrics: entropy.
+    """
+    if expert_mask is not None:
+        # m'_{i,t} = m_{i,t} * (1 - expert_i)
+        response_mask = response_mask.float() * (~expert_mask.bool()).float().unsqueeze(-1)
+    return entropy_bonus(
+        entropy=entropy, response_mask=response_mask, loss_agg_mode=loss_agg_mode, entropy_coef=entropy_coef
+    )
+
+
+on_policy_entropy_bonus.needs_expert_mask = True
 
 
 @ENTROPY_LOSS_FNS.register("none")

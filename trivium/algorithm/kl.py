@@ -65,8 +65,15 @@ def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
 
 @KL_FNS.register("low_var_kl")
 def low_var_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
-    """k3 clamped to [-10, 10] so a few outlier tokens cannot dominate the estimate."""
+    """veRL's k3: the log-ratio clamped to [-20, 20] before exp, then k3 clamped to [-10, 10],
+    so a few outlier tokens cannot dominate the estimate. Plain ``k3`` keeps only the first clamp.
+    """
     return torch.clamp(k3_kl(logprobs, ref_logprobs), -LOW_VAR_KL_LIMIT, LOW_VAR_KL_LIMIT)
+
+
+# veRL's names for the same estimators, so a veRL setting selects the same numbers.
+KL_FNS.register("kl", k1_kl)
+KL_FNS.register("mse", k2_kl)
 
 
 def apply_kl_penalty(

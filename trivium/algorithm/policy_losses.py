@@ -24,9 +24,34 @@ from trivium.registry import Registry
 
 PolicyLossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
 
-POLICY_LOSS_FNS: Registry[PolicyLossFn] = Registry("policy_loss_fn")
+# The other loss families register themselves when imported, on first lookup.
+POLICY_LOSS_FNS: Registry[PolicyLossFn] = Registry(
+    "policy_loss_fn", builtin_modules=("trivium.algorithm.reinforce_losses", "trivium.algorithm.chord")
+)
+
+
+def needs_expert_mask(fn: PolicyLossFn) -> bool:
+    """True if ``fn`` reads ``expert_mask`` (B,) (losses mixing SFT on expert rows into RL)."""
+    return bool(getattr(fn, "needs_expert_mask", False))
+
+
+def needs_reference_logprobs(fn: PolicyLossFn) -> bool:
+    """True if ``fn`` itself reads ``ref_logprobs`` (dpo), whatever the KL settings."""
+    return bool(getattr(fn, "needs_reference", False))
+
+
+def pairs_rows(fn: PolicyLossFn) -> bool:
+    """True if ``fn`` reads rows in (chosen, rejected) pairs that must share a micro-batch."""
+    return bool(getattr(fn, "paired_rows", False))
 
 LOG_RATIO_LIMIT = 20.0
+# Arguments Trinity-RFT's mix losses take to rescale micro-batches by hand; trivium
+# aggregates each part over its own rows exactly, so they are accepted and not used (the
+# config rules note them).
+REFERENCE_BATCH_ARGS = (
+    "use_dynamic_bsz", "ppo_mini_batch_size", "ppo_micro_batch_size_per_gpu", "ngpus_trainer",
+    "train_batch_size_usual", "train_batch_size_expert", "use_token_level_loss_in_sft",
+)
 # Sequence ratios move far less than token ratios, hence GSPO's much narrower default clip.
 GSPO_CLIP_LOW = 3e-4
 GSPO_CLIP_HIGH = 4e-4
@@ -283,6 +308,10 @@ def dpo_loss(
     return loss, metrics
 
 
+dpo_loss.needs_reference = True
+dpo_loss.paired_rows = True
+
+
 @POLICY_LOSS_FNS.register("mix")
 def mix_policy_loss(
     *,
@@ -295,15 +324,23 @@ def mix_policy_loss(
     mu: float = 0.1,
     rl_loss_fn: str = "ppo",
     rl_loss_fn_args: dict | None = None,
+    clip_range: float | None = None,
+    clip_range_low: float | None = None,
+    clip_range_high: float | None = None,
+    sft_loss_agg_mode: str | None = None,
     **extra_batch_inputs,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """RL on the policy's own rows plus SFT on expert rows: (1 - mu) * L_rl + mu * L_sft.
 
     expert_mask: (B,) bool, True for rows taken from expert demonstrations.
-    ``rl_loss_fn`` names the inner RL loss (default ppo), configured by ``rl_loss_fn_args``.
+    ``rl_loss_fn`` names the inner RL loss (default ppo), configured by ``rl_loss_fn_args``;
+    ``clip_range``/``clip_range_low``/``clip_range_high`` are passed to it unless those args
+    set them. ``sft_loss_agg_mode`` aggregates the SFT part (loss_agg_mode when unset).
     Each part is aggregated over its own rows only; a part without rows contributes 0.
     Metrics: the inner losses' metrics prefixed ``rl/`` and ``sft/``, and expert_fraction.
     """
+    for name in REFERENCE_BATCH_ARGS:
+        extra_batch_inputs.pop(name, None)
     if expert_mask is None:
         raise ValueError("mix loss needs expert_mask (B,) bool marking the expert rows")
     if not 0.0 <= mu <= 1.0:
@@ -312,6 +349,8 @@ def mix_policy_loss(
         raise ValueError("mix: rl_loss_fn cannot be 'mix' itself")
     rl_fn = POLICY_LOSS_FNS.get(rl_loss_fn)
     rl_args = dict(rl_loss_fn_args or {})
+    clips = {"clip_range": clip_range, "clip_range_low": clip_range_low, "clip_range_high": clip_range_high}
+    rl_args = {**{k: v for k, v in clips.items() if v is not None}, **rl_args}
     check_fn_args(rl_fn, rl_args, key="mix rl_loss_fn_args")
     is_expert = expert_mask.bool().unsqueeze(-1)
     mask = response_mask.float()
@@ -325,7 +364,7 @@ def mix_policy_loss(
         **rl_args,
     )
     expert_loss, sft_metrics = sft_loss(
-        logprobs=logprobs, response_mask=mask * is_expert.float(), loss_agg_mode=loss_agg_mode
+        logprobs=logprobs, response_mask=mask * is_expert.float(), loss_agg_mode=sft_loss_agg_mode or loss_agg_mode
     )
     # L = (1 - mu) * L_rl + mu * L_sft
     loss = (1.0 - mu) * rl_loss + mu * expert_loss
@@ -333,3 +372,7 @@ def mix_policy_loss(
     metrics.update({f"sft/{name}": value for name, value in sft_metrics.items()})
     metrics["expert_fraction"] = _item(expert_mask.float().mean()) if expert_mask.numel() else 0.0
     return loss, metrics
+
+
+mix_policy_loss.needs_expert_mask = True
+mix_policy_loss.accepted_unused_args = REFERENCE_BATCH_ARGS

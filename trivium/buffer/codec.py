@@ -43,6 +43,32 @@ def unpack_mask(blob: bytes) -> torch.Tensor:
     return torch.from_numpy(np.frombuffer(blob, dtype=np.uint8).astype(bool))
 
 
+# Fields added after the table layout was fixed travel in the JSON ``info`` column under
+# these keys, so databases written before them stay readable; they never reach Experience.info.
+STORED_IN_INFO = {"teacher_logprobs": "_teacher_logprobs", "baseline_reward": "_baseline_reward", "is_expert": "_is_expert"}
+
+
+def _info_with_extra_fields(experience: Experience) -> dict[str, Any]:
+    info = dict(experience.info or {})
+    if experience.teacher_logprobs is not None:
+        info[STORED_IN_INFO["teacher_logprobs"]] = experience.teacher_logprobs.tolist()
+    if experience.baseline_reward is not None:
+        info[STORED_IN_INFO["baseline_reward"]] = experience.baseline_reward
+    if experience.is_expert:
+        info[STORED_IN_INFO["is_expert"]] = True
+    return info
+
+
+def _extra_fields_from_info(info: dict[str, Any]) -> dict[str, Any]:
+    """Pops the stored extra fields out of ``info``; returns them as Experience keywords."""
+    teacher = info.pop(STORED_IN_INFO["teacher_logprobs"], None)
+    return {
+        "teacher_logprobs": None if teacher is None else torch.tensor(teacher, dtype=torch.float32),
+        "baseline_reward": info.pop(STORED_IN_INFO["baseline_reward"], None),
+        "is_expert": bool(info.pop(STORED_IN_INFO["is_expert"], False)),
+    }
+
+
 def experience_to_row(experience: Experience) -> dict[str, Any]:
     """Column values for the ``experiences`` table (see ``sql_schema.ExperienceModel``)."""
     return {
@@ -63,13 +89,15 @@ def experience_to_row(experience: Experience) -> dict[str, Any]:
         "episode_truncated": experience.episode_truncated,
         "prompt_text": experience.prompt_text,
         "response_text": experience.response_text,
-        "info": experience.info or {},
+        "info": _info_with_extra_fields(experience),
         "metrics": experience.metrics or {},
     }
 
 
 def row_to_experience(row: Any) -> Experience:
     """Inverse of ``experience_to_row``; ``row`` is anything with those attributes."""
+    info = dict(row.info or {})
+    extra = _extra_fields_from_info(info)
     return Experience(
         tokens=unpack_ints(row.tokens),
         prompt_length=row.prompt_length,
@@ -88,8 +116,9 @@ def row_to_experience(row: Any) -> Experience:
         episode_truncated=bool(row.episode_truncated),
         prompt_text=row.prompt_text,
         response_text=row.response_text,
-        info=dict(row.info or {}),
+        info=info,
         metrics=dict(row.metrics or {}),
+        **extra,
     )
 
 

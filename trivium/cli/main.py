@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES = (
     "debug",
     "report",
     "studio",
+    "algorithms",
 )
 
 
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trivium",
         description="Reinforcement fine-tuning of language models and agents.",
+        epilog="`trivium algorithms` lists every algorithm type (algorithm.algorithm_type) with its components.",
     )
     parser.add_argument("--version", action="version", version=f"trivium {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")

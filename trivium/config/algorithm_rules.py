@@ -47,11 +47,18 @@ def check_algorithm(config: TriviumConfig, problems: list[Problem]) -> None:
 def _check_preset(config: TriviumConfig, problems: list[Problem]) -> None:
     algorithm = config.algorithm
     preset = PRESETS[algorithm.algorithm_type]
-    if preset.group_based and algorithm.repeat_times < 2:
+    if preset.group_based and algorithm.repeat_times < preset.min_repeat_times:
         problems.append(Problem(
             "algorithm.repeat_times",
             f"{algorithm.algorithm_type} compares several responses per task, so it needs repeat_times >= 2 "
             f"(got {algorithm.repeat_times}); 8 is a common choice",
+        ))
+    if preset.needs_teacher_logprobs and config.mode in ("both", "colocate", "explore") \
+            and not config.explorer.auxiliary_models:
+        problems.append(Problem(
+            "explorer.auxiliary_models",
+            f"{algorithm.algorithm_type} distils from a teacher that scores every rollout: add the teacher model "
+            "here (the first auxiliary model is the teacher)",
         ))
     if not preset.train_only:
         return
@@ -232,6 +239,18 @@ def algorithm_notes(config: TriviumConfig) -> list[Suggestion]:
     if config.mode == "bench":
         return []
     notes = []
+    from trivium.algorithm.arguments import accepted_unused_args
+
+    loss_name = config.algorithm.policy_loss_fn
+    registry = _registries()["policy_loss_fn"]
+    if loss_name in registry:
+        for arg in accepted_unused_args(registry.get(loss_name)):
+            if arg in config.algorithm.policy_loss_fn_args:
+                notes.append(Suggestion(
+                    f"algorithm.policy_loss_fn_args.{arg}",
+                    "accepted but unused: trivium aggregates each part of the loss over its own rows exactly",
+                    "unused",
+                ))
     for name in _registries():
         value = getattr(config.algorithm, name)
         if value and is_dotted_path(value) and _import_or_none(value) is None:

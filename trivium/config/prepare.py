@@ -14,7 +14,6 @@ from typing import Iterable
 from trivium.config.errors import ConfigError, Problem, Suggestion
 from trivium.config.load import load_config
 from trivium.config.resolve import resolve_with_notes
-from trivium.config.unused import unused_keys
 from trivium.config.schema import TriviumConfig
 from trivium.config.stages import expand_stages
 from trivium.config.validate import validate
@@ -56,10 +55,7 @@ def prepare_loaded(config: TriviumConfig, source: str) -> list[PreparedStage]:
         prefix = f"in stage '{stage_config.stage_name}': " if in_stage else ""
         try:
             resolved, notes = resolve_with_notes(stage_config)
-            notes = notes + validate(resolved) + [
-                Suggestion(unused.path, f"accepted but not used: {unused.reason}", "unused")
-                for unused in unused_keys(resolved)
-            ]
+            notes = notes + validate(resolved)
         except ConfigError as error:
             problems += [Problem(p.key, prefix + p.message) for p in error.problems]
             continue

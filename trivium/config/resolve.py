@@ -19,7 +19,7 @@ from trivium.algorithm.presets import PRESETS
 from trivium.config.errors import ConfigError, Problem, Suggestion
 from trivium.config.modes import EXPLORING_MODES, TRAINING_MODES
 from trivium.config.run_dir import choose_run_name
-from trivium.config.schema import InferenceModelConfig, StorageConfig, TriviumConfig
+from trivium.config.schema import InferenceModelConfig, StorageConfig, TaskSelectorConfig, TriviumConfig
 from trivium.config.taskset_size import count_rows
 
 EXPERIENCE_BUFFER_NAME = "experience_buffer"
@@ -166,8 +166,24 @@ def _fill_experience_buffer(config: TriviumConfig) -> None:
 
 
 def _default_seed(config: TriviumConfig, storage: StorageConfig) -> None:
+    _fold_selector_aliases(storage)
     if storage.task_selector.seed is None:
         storage.task_selector.seed = config.seed
+
+
+def _fold_selector_aliases(storage: StorageConfig) -> None:
+    """data_selector is another name for task_selector, and kwargs for its args."""
+    if storage.data_selector is not None:
+        if storage.task_selector != TaskSelectorConfig():
+            raise ConfigError(Problem(
+                f"{storage.name or 'taskset'}.data_selector",
+                "is another name for task_selector: set only one of them",
+            ))
+        storage.task_selector, storage.data_selector = storage.data_selector, None
+    selector = storage.task_selector
+    if selector.kwargs:
+        selector.args = {**selector.kwargs, **selector.args}
+        selector.kwargs = {}
 
 
 # ---------------------------------------------------------------- model and engines

@@ -19,17 +19,24 @@ REQUIRED = None
 
 def opt(
     default: Any, help: str, choices: Optional[List[Any]] = None, required: bool = False,
-    dotted_path: bool = False, inert: Optional[str] = None,
+    dotted_path: bool = False, unused: Optional[str] = None, unsupported: Optional[str] = None,
+    engine_option: Optional[str] = None,
 ) -> Any:
     """A schema field: a default (mutable ones are copied per instance) and its help text.
 
     ``dotted_path`` also accepts, besides ``choices``, a plugin given as ``pkg.module:Name``.
-    ``inert`` marks a key that is accepted (configs of the same family use it) but changes
-    nothing yet, and says why; ``trivium plan`` and ``trivium run`` report it when it is set.
+    ``unused="why"``: accepted and stored, but nothing in trivium reads it; ``trivium plan``
+    lists it when set. ``unsupported="why"``: setting it is an error saying why.
+    ``engine_option="performance" | "behaviour" | "load"``: a rollout-engine option passed to
+    the engine factory as a keyword; engines that cannot honour a behaviour option refuse it.
     """
     metadata = {"help": help}
-    if inert:
-        metadata["inert"] = inert
+    if unused is not None:
+        metadata["unused"] = unused
+    if unsupported is not None:
+        metadata["unsupported"] = unsupported
+    if engine_option is not None:
+        metadata["engine_option"] = engine_option
     if choices is not None:
         metadata["choices"] = list(choices)
     if dotted_path:
@@ -46,14 +53,15 @@ def section(cls: type, help: str) -> Any:
     return field(default_factory=cls, metadata={"help": help})
 
 
-TINKER_INERT = "the Tinker service is not implemented (model.tinker.enable is refused)"
-OVER_ROLLOUT_INERT = "the explorer waits for every task of a step"
-DYNAMIC_TIMEOUT_INERT = "every task gets explorer.max_timeout"
-DATA_JUICER_INERT = "the data_juicer operator runs the package in the explorer's process; no server is used"
+TINKER_UNUSED = "the Tinker service is not implemented (model.tinker.enable is refused)"
+OVER_ROLLOUT_UNUSED = "the explorer waits for every task of a step"
+DYNAMIC_TIMEOUT_UNUSED = "every task gets explorer.max_timeout"
+DATA_JUICER_UNUSED = "the data_juicer operator runs the package in the explorer's process; no server is used"
 
 MODES = ["both", "train", "explore", "bench", "colocate"]
 ALGORITHM_TYPES = [
     "ppo", "grpo", "opmd", "dpo", "sft", "mix", "rloo", "reinforceplusplus", "remax", "gspo", "cispo",
+    "grpo_verl", "asymre", "topr", "sapo", "rec", "sppo", "raft", "mix_chord", "on_policy_distill", "jsd",
 ]
 ALGORITHM_TYPES.append("multi_step_grpo")
 LR_SCHEDULERS = ["constant", "cosine"]
@@ -77,6 +85,11 @@ PLACEMENTS = ["auto", "process", "ray"]
 OLD_LOGPROBS_SOURCES = ["auto", "recompute", "engine"]
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
+# Why some keys of Trinity-RFT's configuration are accepted but not acted on.
+PLACEMENT = "a device count Trinity-RFT derives for Ray; trivium derives its own device split"
+ENGINE_PLACEMENT = "placement detail of Trinity-RFT's Ray engines"
+SERVE = "Trinity-RFT's serve mode, which trivium does not have"
+
 
 # ---------------------------------------------------------------- algorithm
 
@@ -93,6 +106,8 @@ class OptimizerConfig:
     lr_warmup_steps_ratio: float = opt(0.0, "Fraction of the training steps spent warming the rate up linearly.")
     lr_warmup_steps: Optional[int] = opt(None, "Warm-up steps; wins over lr_warmup_steps_ratio when set.")
     min_lr_ratio: float = opt(0.0, "Cosine schedule floor, as a fraction of lr.")
+    optimizer_type: str = opt("adamw", "Optimizer; trivium trains with AdamW.", unused="the optimizer is always AdamW")
+    clip_grad: float = opt(1.0, "Gradient norm clip of the optimizer.", unused="trainer.grad_clip is the clip trivium applies")
 
 
 @dataclass
@@ -135,16 +150,19 @@ class LoRAConfig:
     lora_alpha: int = opt(32, "Scaling numerator of the adapter.")
     lora_dtype: str = opt("auto", "Data type of the adapter weights.")
     target_modules: Any = opt("all-linear", "Modules to adapt: 'all-linear' or a list of module names.")
+    exclude_modules: Optional[str] = opt(None, "Modules never adapted.", unused="LoRA training is not built")
+    is_dummy: bool = opt(False, "A placeholder adapter used only to reserve engine slots.", unused="LoRA training is not built")
 
 
 @dataclass
 class TinkerConfig:
     enable: bool = opt(False, "Train through the Tinker service instead of local weights.")
-    rank: int = opt(32, "LoRA rank used by Tinker.", inert=TINKER_INERT)
-    seed: Optional[int] = opt(None, "Random seed for Tinker.", inert=TINKER_INERT)
-    train_mlp: bool = opt(True, "Adapt the MLP layers.", inert=TINKER_INERT)
-    train_attn: bool = opt(True, "Adapt the attention layers.", inert=TINKER_INERT)
-    train_unembed: bool = opt(True, "Adapt the unembedding layer.", inert=TINKER_INERT)
+    rank: int = opt(32, "LoRA rank used by Tinker.", unused=TINKER_UNUSED)
+    seed: Optional[int] = opt(None, "Random seed for Tinker.", unused=TINKER_UNUSED)
+    train_mlp: bool = opt(True, "Adapt the MLP layers.", unused=TINKER_UNUSED)
+    train_attn: bool = opt(True, "Adapt the attention layers.", unused=TINKER_UNUSED)
+    train_unembed: bool = opt(True, "Adapt the unembedding layer.", unused=TINKER_UNUSED)
+    base_url: Optional[str] = opt(None, "URL of the Tinker service.", unused="the Tinker backend is not built")
 
 
 @dataclass
@@ -175,13 +193,19 @@ class ModelConfig:
     dtype: str = opt("float32", "Weight data type of the trained model.", DTYPES)
     lora_configs: Optional[List[LoRAConfig]] = opt(None, "LoRA adapters (at most one); null trains all weights.")
     rope_scaling: Optional[Dict[str, Any]] = opt(
-        None, "RoPE scaling override for the model config.", inert="the model's own config.json is used as it is"
+        None, "RoPE scaling override for the model config.", unused="the model's own config.json is used as it is"
     )
     rope_theta: Optional[float] = opt(
-        None, "RoPE theta override for the model config.", inert="the model's own config.json is used as it is"
+        None, "RoPE theta override for the model config.", unused="the model's own config.json is used as it is"
     )
     tinker: TinkerConfig = section(TinkerConfig, "Tinker training service.")
     external_model: ExternalModelConfig = section(ExternalModelConfig, "OpenAI-compatible API model.")
+    trust_remote_code: bool = opt(
+        False, "Allow model code shipped with the checkpoint.",
+        unused="local model directories load with the model classes built into transformers",
+    )
+    fully_sharded_loras: bool = opt(False, "Shard LoRA weights across tensor-parallel ranks (vLLM).", unused="LoRA serving is not built")
+    max_cpu_loras: Optional[int] = opt(None, "LoRA adapters kept in CPU memory (vLLM).", unused="LoRA serving is not built")
 
 
 # ---------------------------------------------------------------- cluster
@@ -211,6 +235,13 @@ class ClusterConfig:
     auxiliary_devices: Optional[int] = opt(None, "(derived) Devices of all auxiliary model engines.")
     trainer_devices: Optional[int] = opt(None, "(derived) Devices left for the trainer.")
     shared_devices: Optional[bool] = opt(None, "(derived) True when components share devices (CPU or colocate).")
+    total_gpu_num: Optional[int] = opt(None, "GPUs of the whole cluster.", unused=PLACEMENT)
+    rollout_gpu_num: Optional[int] = opt(None, "GPUs of the rollout engines.", unused=PLACEMENT)
+    auxiliary_model_gpu_num: Optional[int] = opt(None, "GPUs of the auxiliary engines.", unused=PLACEMENT)
+    explorer_gpu_num: Optional[int] = opt(None, "GPUs of the explorer.", unused=PLACEMENT)
+    trainer_gpu_num: Optional[int] = opt(None, "GPUs of the trainer.", unused=PLACEMENT)
+    trainer_node_num: Optional[int] = opt(None, "Machines of the trainer.", unused=PLACEMENT)
+    trainer_gpu_num_per_node: Optional[int] = opt(None, "GPUs per trainer machine.", unused=PLACEMENT)
 
 
 # ---------------------------------------------------------------- buffer
@@ -229,6 +260,21 @@ class FormatConfig:
     rejected_key: str = opt("rejected", "Column with the dispreferred response (DPO).")
     enable_concatenated_multi_turn: bool = opt(False, "Train on every assistant turn of a dialogue (SFT).")
     chat_template: Optional[str] = opt(None, "Chat template for this dataset; model.custom_chat_template when unset.")
+    reply_prefix: Optional[str] = opt(
+        None, "Text every reply starts with: appended to the chat prompt, so the model continues after it "
+        "(it is part of the prompt, not trained on)."
+    )
+    workflow_key: str = opt("", "Column naming each row's workflow; the taskset's workflow where empty or missing.")
+    reward_fn_key: str = opt("", "Column naming each row's reward function; the taskset's where empty or missing.")
+    enable_thinking: Optional[bool] = opt(
+        None, "enable_thinking passed to the chat template for this dataset; the model's setting when unset."
+    )
+    image_key: Optional[str] = opt(
+        None, "Column with images.", unsupported="multimodal inputs are not supported: engines and trainer take text only"
+    )
+    video_key: Optional[str] = opt(
+        None, "Column with videos.", unsupported="multimodal inputs are not supported: engines and trainer take text only"
+    )
 
 
 @dataclass
@@ -236,6 +282,10 @@ class TaskSelectorConfig:
     selector_type: str = opt("sequential", "Order in which tasks are drawn.", SELECTOR_TYPES)
     seed: Optional[int] = opt(None, "Seed of shuffle/random selection; the global seed when unset.")
     args: Dict[str, Any] = opt({}, "Arguments of the selector.")
+    kwargs: Dict[str, Any] = opt({}, "Another name for args (merged into args).")
+    feature_keys: List[str] = opt(
+        [], "Columns with precomputed per-task features.", unused="the built-in selectors learn difficulty from rollouts"
+    )
 
 
 @dataclass
@@ -269,6 +319,23 @@ class StorageConfig:
         50000, "Dataset rows with more characters of text than this are skipped and counted; null keeps every row."
     )
     is_eval: bool = opt(False, "(derived) True for eval tasksets.")
+    data_selector: Optional[TaskSelectorConfig] = opt(
+        None, "Another name for task_selector; copied there when task_selector is left at its defaults."
+    )
+    schema_type: Optional[str] = opt(
+        None, "Row layout of a trainer dataset (sft, dpo, experience).",
+        unused="the layout follows from the format keys and the algorithm",
+    )
+    total_epochs: Optional[int] = opt(
+        None, "Passes over this dataset.", unused="tasksets follow buffer.total_epochs; auxiliary datasets are reread as needed",
+    )
+    total_steps: Optional[int] = opt(None, "Steps over this dataset.", unused="buffer.total_steps counts the steps")
+    max_retry_times: int = opt(3, "Retries of a failed database read.", unused="database reads retry with a fixed policy")
+    max_retry_interval: int = opt(1, "Seconds between database retries.", unused="database reads retry with a fixed policy")
+    index: int = opt(0, "Position of the taskset.", unused="derived by Trinity-RFT")
+    batch_size: Optional[int] = opt(None, "Batch size of this dataset.", unused="buffer.batch_size and train_batch_size apply")
+    tokenizer_path: Optional[str] = opt(None, "Tokenizer for this dataset.", unused="the trained model's tokenizer is used")
+    ray_namespace: Optional[str] = opt(None, "Ray namespace of this buffer.", unused="components run in one process")
 
 
 @dataclass
@@ -295,6 +362,8 @@ class BufferConfig:
     train_batch_size: Optional[int] = opt(None, "Experiences per trainer step; batch_size * repeat_times when unset.")
     total_epochs: int = opt(1, "Passes over the tasksets.")
     total_steps: Optional[int] = opt(None, "Explorer steps; wins over total_epochs when set.")
+    tokenizer_path: Optional[str] = opt(None, "Tokenizer used by the buffer.", unused="the trained model's tokenizer is used")
+    cache_dir: Optional[str] = opt(None, "Cache directory of downloaded datasets.", unused="datasets are local files")
     explorer_input: ExplorerInputConfig = section(ExplorerInputConfig, "Datasets read by the explorer.")
     trainer_input: TrainerInputConfig = section(TrainerInputConfig, "Buffers read by the trainer.")
 
@@ -318,22 +387,51 @@ class InferenceModelConfig:
     max_response_tokens: Optional[int] = opt(None, "Override of model.max_response_tokens for this engine.")
     enable_thinking: Optional[bool] = opt(None, "Override of model.enable_thinking for this engine.")
     name: Optional[str] = opt(None, "Name workflows use to find an auxiliary model.")
+    # Options of the rollout engine itself, passed to its factory as keywords.
+    enable_prefix_caching: bool = opt(False, "Reuse the key/value cache of shared prompt prefixes (vLLM).", engine_option="performance")
+    enable_chunked_prefill: bool = opt(False, "Split long prefills into chunks (vLLM).", engine_option="performance")
+    use_v1: bool = opt(True, "Use vLLM's V1 engine.", engine_option="performance")
+    enable_log_requests: bool = opt(False, "Log every request the engine serves (vLLM).", engine_option="performance")
+    enable_openai_api: bool = opt(False, "Serve the engine through an OpenAI-compatible API for agent workflows.", engine_option="behaviour")
+    enable_auto_tool_choice: bool = opt(False, "Let the model decide when to call tools (vLLM's OpenAI server).", engine_option="behaviour")
+    tool_call_parser: Optional[str] = opt(None, "Parser turning generated text into tool calls (vLLM).", engine_option="behaviour")
+    reasoning_parser: Optional[str] = opt(None, "Parser separating reasoning from the answer (vLLM).", engine_option="behaviour")
+    trust_remote_code: bool = opt(False, "Allow model code shipped with the checkpoint.", engine_option="load")
+    ignore_eos: bool = opt(False, "Keep generating past the end-of-sequence token.", engine_option="behaviour")
+    # Per-engine sampling overrides of Trinity-RFT; trivium samples with model.* and rollout_args.
+    temperature: Optional[float] = opt(None, "Sampling temperature of this engine.", unused="sampling follows model.* and each taskset's rollout_args")
+    top_p: Optional[float] = opt(None, "Nucleus threshold of this engine.", unused="sampling follows model.* and each taskset's rollout_args")
+    top_k: Optional[int] = opt(None, "Top-k of this engine.", unused="sampling follows model.* and each taskset's rollout_args")
+    logprobs: Optional[int] = opt(None, "Top logprobs of this engine.", unused="sampling follows model.* and each taskset's rollout_args")
+    min_response_tokens: Optional[int] = opt(None, "Shortest response of this engine.", unused="model.min_response_tokens applies")
+    enable_prompt_truncation: Optional[bool] = opt(None, "Prompt truncation of this engine.", unused="model.enable_prompt_truncation applies")
+    repetition_penalty: Optional[float] = opt(None, "Repetition penalty of this engine.", unused="model.repetition_penalty applies")
+    chat_template: Optional[str] = opt(None, "Chat template of this engine.", unused="model.custom_chat_template applies")
+    rope_scaling: Optional[Dict[str, Any]] = opt(None, "RoPE scaling of this engine.", unused="model.rope_scaling applies")
+    rope_theta: Optional[float] = opt(None, "RoPE theta of this engine.", unused="model.rope_theta applies")
+    bundle_indices: str = opt("", "Ray placement bundles of this engine.", unused=ENGINE_PLACEMENT)
+    ray_namespace: Optional[str] = opt(None, "Ray namespace of this engine.", unused=ENGINE_PLACEMENT)
+    cuda_visible_devices: Optional[str] = opt(None, "Devices of this engine.", unused=ENGINE_PLACEMENT)
+    enable_lora: bool = opt(False, "Serve LoRA adapters.", unused="LoRA serving is not built")
+    enable_runtime_lora_updating: bool = opt(False, "Load LoRA adapters while serving.", unused="LoRA serving is not built")
+    lora_modules: Optional[List[Dict[str, Any]]] = opt(None, "LoRA adapters to serve.", unused="LoRA serving is not built")
+    lora_kwargs: Optional[Dict[str, Any]] = opt(None, "LoRA serving options.", unused="LoRA serving is not built")
 
 
 @dataclass
 class OverRolloutConfig:
-    ratio: float = opt(0.0, "Fraction of a batch the explorer may skip waiting for.", inert=OVER_ROLLOUT_INERT)
+    ratio: float = opt(0.0, "Fraction of a batch the explorer may skip waiting for.", unused=OVER_ROLLOUT_UNUSED)
     wait_after_min: float = opt(
-        30.0, "Seconds to keep waiting once the minimum is reached.", inert=OVER_ROLLOUT_INERT
+        30.0, "Seconds to keep waiting once the minimum is reached.", unused=OVER_ROLLOUT_UNUSED
     )
 
 
 @dataclass
 class DynamicTimeoutConfig:
     enable: bool = opt(
-        False, "Scale each task's timeout from the mean successful task time.", inert=DYNAMIC_TIMEOUT_INERT
+        False, "Scale each task's timeout from the mean successful task time.", unused=DYNAMIC_TIMEOUT_UNUSED
     )
-    ratio: float = opt(3.0, "Timeout = mean successful task time * ratio.", inert=DYNAMIC_TIMEOUT_INERT)
+    ratio: float = opt(3.0, "Timeout = mean successful task time * ratio.", unused=DYNAMIC_TIMEOUT_UNUSED)
 
 
 @dataclass
@@ -356,6 +454,12 @@ class ExplorerConfig:
     dynamic_timeout: DynamicTimeoutConfig = section(DynamicTimeoutConfig, "Adaptive task timeouts.")
     runner_state_report_interval: float = opt(0, "Seconds between runner status reports; 0 is off.")
     bench_on_latest_checkpoint: bool = opt(False, "In bench mode, evaluate only the newest checkpoint.")
+    runner_num: Optional[int] = opt(None, "Total workflow runners (older spelling).", unused="runner_per_model sets the runners")
+    proxy_port: int = opt(8010, "Port of the model proxy in serve mode.", unused=SERVE)
+    listen_address: str = opt("0.0.0.0", "Address of the model proxy in serve mode.", unused=SERVE)
+    service_status_check_interval: int = opt(60, "Seconds between engine health checks in serve mode.", unused=SERVE)
+    min_running_model_num: int = opt(1, "Engines that must be up in serve mode.", unused=SERVE)
+    db_url: Optional[str] = opt(None, "Database of served experiences in serve mode.", unused=SERVE)
 
 
 # ---------------------------------------------------------------- synchronizer / trainer
@@ -373,6 +477,12 @@ class SynchronizerConfig:
         "Weight syncs between logprob self-checks (engine vs trainer on two fresh samples); the first "
         "sync is always checked; 0 turns the check off.",
     )
+    wait_for_checkpoint: bool = opt(
+        False, "With checkpoint sync, wait for the trainer's next checkpoint instead of loading the latest.",
+        unused="the synchronizer hands over each version itself",
+    )
+    explorer_world_size: Optional[int] = opt(None, "(derived in the reference) Ranks of the explorer's engines.", unused=PLACEMENT)
+    ray_namespace: Optional[str] = opt(None, "Ray namespace of the synchronizer.", unused="components run in one process")
 
 
 @dataclass
@@ -381,13 +491,13 @@ class TrainerConfig:
     trainer_type: str = opt("default", "Trainer backend; 'verl' is accepted as an alias of 'default'.", TRAINER_TYPES)
     trainer_strategy: str = opt(
         "fsdp", "Parallelism over several devices ('none' on one device).", TRAINER_STRATEGIES,
-        inert="the built-in trainer runs on one device, so every strategy trains the same way",
+        unused="the built-in trainer runs on one device, so every strategy trains the same way",
     )
     total_steps: Optional[int] = opt(None, "(derived when unset) Trainer steps of the run.")
     save_interval: int = opt(0, "Trainer steps between checkpoints; 0 saves only at the end.")
     save_strategy: str = opt(
         "unrestricted", "How concurrent checkpoint writes are serialized.", SAVE_STRATEGIES,
-        inert="one trainer process writes each checkpoint, so writes never overlap",
+        unused="one trainer process writes each checkpoint, so writes never overlap",
     )
     save_hf_checkpoint: str = opt("last", "Which checkpoints also get a Hugging Face export.", SAVE_HF_CHOICES)
     grad_clip: float = opt(1.0, "Gradient norm clip.")
@@ -426,6 +536,11 @@ class TrainerConfig:
         "share_prompt_forward): each is copied to the trainer key of the same meaning; any other "
         "entry is reported by `trivium plan` as unused.",
     )
+    enable_preview: bool = opt(False, "Preview trainer outputs in Trinity-RFT's web UI.", unused="there is no web UI")
+    fix_actor_microbatch_loss_scale: bool = opt(
+        False, "Scale micro-batch losses by their share of the batch.", unused="micro-batch losses are always scaled exactly"
+    )
+    trainer_config_path: str = opt("", "File with backend settings.", unused="put backend settings in trainer.trainer_config")
 
 
 # ---------------------------------------------------------------- monitor, services, data, log
@@ -438,13 +553,15 @@ class MonitorConfig:
     )
     monitor_args: Dict[str, Any] = opt({}, "Arguments of the sink (wandb base_url, mlflow uri, ...).")
     enable_ray_timeline: bool = opt(False, "Export a Ray timeline.json into the run's monitor directory.")
+    detailed_stats: bool = opt(False, "Log per-group reward statistics.", unused="trivium logs its fixed metric set")
+    cache_dir: Optional[str] = opt(None, "Where monitors cache files.", unused="monitors write into the run directory")
 
 
 @dataclass
 class DataJuicerServiceConfig:
-    server_url: Optional[str] = opt(None, "URL of a running Data-Juicer server.", inert=DATA_JUICER_INERT)
-    auto_start: bool = opt(False, "Start the server automatically.", inert=DATA_JUICER_INERT)
-    port: Optional[int] = opt(None, "Port of an automatically started server.", inert=DATA_JUICER_INERT)
+    server_url: Optional[str] = opt(None, "URL of a running Data-Juicer server.", unused=DATA_JUICER_UNUSED)
+    auto_start: bool = opt(False, "Start the server automatically.", unused=DATA_JUICER_UNUSED)
+    port: Optional[int] = opt(None, "Port of an automatically started server.", unused=DATA_JUICER_UNUSED)
 
 
 @dataclass
@@ -461,11 +578,16 @@ class OperatorConfig:
 @dataclass
 class PipelineConfig:
     operators: List[OperatorConfig] = opt([], "Operators applied in order.")
-    num_process: int = opt(1, "Worker processes of the pipeline.", inert="operators run in the explorer's process")
+    num_process: int = opt(1, "Worker processes of the pipeline.", unused="operators run in the explorer's process")
     inputs: List[str] = opt(
-        [], "Input dataset paths (task pipeline).", inert="the task pipeline filters the tasksets of buffer.explorer_input"
+        [], "Input dataset paths (task pipeline).", unused="the task pipeline filters the tasksets of buffer.explorer_input"
     )
-    target_fields: List[str] = opt([], "Fields the operators read.", inert="each operator reads the fields its args name")
+    target_fields: List[str] = opt([], "Fields the operators read.", unused="each operator reads the fields its args name")
+    save_input: bool = opt(False, "Keep a copy of the experiences entering the pipeline.", unused="the pipeline keeps no copy of its input")
+    input_save_path: Optional[str] = opt(None, "Where save_input writes.", unused="the pipeline keeps no copy of its input")
+    config_path: Optional[str] = opt(None, "A Data-Juicer recipe file.", unused="operators are listed in operators")
+    priority_weights: Dict[str, float] = opt({}, "Weights of task priority features.", unused="task priorities are not built")
+    top_k: int = opt(-1, "Keep only the top-k tasks by priority.", unused="task priorities are not built")
 
 
 @dataclass
@@ -478,6 +600,7 @@ class DataProcessorConfig:
 class LogConfig:
     level: str = opt("INFO", "Log level of the components.", LOG_LEVELS)
     group_by_node: bool = opt(False, "Put logs under log/<node_ip>/.")
+    save_dir: str = opt("", "Where component logs go.", unused="logs go to <run directory>/log")
 
 
 @dataclass
@@ -506,6 +629,7 @@ class TriviumConfig:
     checkpoint_root_dir: str = opt("./checkpoints", "Root of run directories <root>/<project>/<name>/.")
     continue_from_checkpoint: bool = opt(True, "Resume from the run directory; else a used one gets a timestamp.")
     ray_namespace: Optional[str] = opt(None, "Ray namespace; <project>/<name> when unset.")
+    group: str = opt("", "Group of related runs in the monitors.", unused="set the group in monitor.monitor_args (e.g. wandb's group)")
     ignore_validator_suggestions: bool = opt(False, "Do not print configuration suggestions.")
     seed: int = opt(42, "Global random seed.")
     algorithm: AlgorithmConfig = section(AlgorithmConfig, "What is optimized and how.")

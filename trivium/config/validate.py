@@ -12,6 +12,8 @@ import dataclasses
 from typing import Callable
 
 from trivium.config.algorithm_rules import algorithm_notes, check_algorithm
+from trivium.config.unused_keys import unsupported_key_problems, unused_key_notes
+from trivium.config.workflow_rules import check_workflows, workflow_notes
 from trivium.config.errors import ConfigError, Problem, Suggestion
 from trivium.config.memory import memory_suggestions
 from trivium.config.modes import MODE_TRAITS, traits_of
@@ -42,9 +44,10 @@ def validate(config: TriviumConfig) -> list[Suggestion]:
         rule(config, problems)
     if problems:
         raise ConfigError(problems)
+    # Keys accepted but not acted on are always listed, even when suggestions are ignored.
     if config.ignore_validator_suggestions:
-        return []
-    return suggestions(config)
+        return unused_key_notes(config)
+    return unused_key_notes(config) + suggestions(config)
 
 
 # ---------------------------------------------------------------- helpers
@@ -178,11 +181,15 @@ def _data(config: TriviumConfig, problems: list[Problem]) -> None:
     for name, aux in trainer_input.auxiliary_buffers.items():
         if aux.storage_type in ("file", "sql") and not aux.path:
             problems.append(Problem(f"buffer.trainer_input.auxiliary_buffers.{name}.path", "an auxiliary buffer needs a path to its data"))
-    seen: dict[str, str] = {}
-    for key, storage in list(_tasksets(config)) + [("buffer.trainer_input.experience_buffer", experience)]:
-        if storage.name in seen:
-            problems.append(Problem(f"{key}.name", f"'{storage.name}' is already used by {seen[storage.name]}; names must be unique"))
-        seen.setdefault(storage.name, key)
+    # An eval taskset may share its training taskset's name (the same data, evaluated).
+    buffer_key = "buffer.trainer_input.experience_buffer"
+    for group in ("tasksets", "eval_tasksets"):
+        seen: dict[str, str] = {}
+        in_group = [(k, st) for k, st in _tasksets(config) if k.startswith(f"buffer.explorer_input.{group}[")]
+        for key, storage in in_group + [(buffer_key, experience)]:
+            if storage.name in seen:
+                problems.append(Problem(f"{key}.name", f"'{storage.name}' is already used by {seen[storage.name]}; names must be unique"))
+            seen.setdefault(storage.name, key)
 
 
 def _devices(config: TriviumConfig, problems: list[Problem]) -> None:
@@ -272,6 +279,7 @@ def _engines_and_trainer(config: TriviumConfig, problems: list[Problem]) -> None
 
 RULES: list[Callable[[TriviumConfig, list[Problem]], None]] = [
     _required, _ranges, _token_limits, check_algorithm, _data, _devices, _sync, _engines_and_trainer,
+    unsupported_key_problems, check_workflows,
 ]
 
 
@@ -315,5 +323,6 @@ def suggestions(config: TriviumConfig) -> list[Suggestion]:
     if config.model.tinker.enable and config.model.lora_configs:
         advice.append(Suggestion("model.lora_configs", "ignored because model.tinker.enable is true", "note"))
     advice += algorithm_notes(config)
+    advice += workflow_notes(config)
     advice += memory_suggestions(config)
     return advice

@@ -25,8 +25,12 @@ class ExperienceBatch:
     returns: torch.Tensor  # (B, R)
     model_versions: torch.Tensor  # (B,) int64
     prompt_length: int  # P
-    # Rows from an expert (SFT) buffer inside an RL batch, for the ``mix`` loss.
+    # Rows from an expert (SFT) buffer inside an RL batch, for the ``mix`` losses.
     expert_mask: torch.Tensor | None = None  # (B,) bool
+    # A teacher's logprobs of the response tokens (distillation); 0 where unknown.
+    teacher_logprobs: torch.Tensor | None = None  # (B, R)
+    # The reward of a greedy response to each row's task (remax); 0 where unknown.
+    baseline_rewards: torch.Tensor | None = None  # (B,)
 
     @property
     def batch_size(self) -> int:
@@ -76,6 +80,8 @@ class ExperienceBatch:
             model_versions=self.model_versions,
             prompt_length=P - first,
             expert_mask=self.expert_mask,
+            teacher_logprobs=None if self.teacher_logprobs is None else self.teacher_logprobs[:, :last],
+            baseline_rewards=self.baseline_rewards,
         )
 
     @classmethod
@@ -122,7 +128,13 @@ class ExperienceBatch:
             returns=per_token([e.returns for e in experiences]),
             model_versions=torch.tensor([e.model_version for e in experiences], dtype=torch.long),
             prompt_length=P,
-            expert_mask=torch.tensor([bool(e.info.get("is_expert", False)) for e in experiences], dtype=torch.bool),
+            expert_mask=torch.tensor([e.is_expert for e in experiences], dtype=torch.bool),
+            teacher_logprobs=(
+                per_token([e.teacher_logprobs for e in experiences])
+                if any(e.teacher_logprobs is not None for e in experiences)
+                else None
+            ),
+            baseline_rewards=torch.tensor([float(e.baseline_reward or 0.0) for e in experiences]),
         )
 
 

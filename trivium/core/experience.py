@@ -29,6 +29,8 @@ class Experience:
       logprobs:    (response_length,) float32, engine logprobs of the sampled response tokens
       action_mask: (response_length,) bool, True where the token is trained on (model-generated)
       advantages / returns: (response_length,) float32 when filled by the pipeline
+      teacher_logprobs: (response_length,) float32, a teacher model's logprobs of the same
+                   response tokens (distillation), filled by the explorer
     """
 
     tokens: torch.Tensor
@@ -38,6 +40,11 @@ class Experience:
     reward: float | None = None
     advantages: torch.Tensor | None = None
     returns: torch.Tensor | None = None
+    teacher_logprobs: torch.Tensor | None = None
+    # The reward of a greedy response to the same task (the remax baseline).
+    baseline_reward: float | None = None
+    # A row of an expert dataset mixed into an RL batch (mix, mix_chord).
+    is_expert: bool = False
     # Identity and grouping: experiences with the same group_id were sampled from one task.
     eid: str = field(default_factory=new_experience_id)
     group_id: str = ""
@@ -70,7 +77,7 @@ class Experience:
             self.action_mask = torch.ones(self.response_length, dtype=torch.bool)
         elif not isinstance(self.action_mask, torch.Tensor):
             self.action_mask = torch.as_tensor(self.action_mask, dtype=torch.bool)
-        for name in ("advantages", "returns"):
+        for name in ("advantages", "returns", "teacher_logprobs"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, torch.Tensor):
                 setattr(self, name, torch.as_tensor(value, dtype=torch.float32))
@@ -107,6 +114,9 @@ class Experience:
             "reward": self.reward,
             "advantages": listed(self.advantages),
             "returns": listed(self.returns),
+            "teacher_logprobs": listed(self.teacher_logprobs),
+            "baseline_reward": self.baseline_reward,
+            "is_expert": self.is_expert,
             "prompt_truncated": self.prompt_truncated,
             "episode_truncated": self.episode_truncated,
             "prompt_text": self.prompt_text,

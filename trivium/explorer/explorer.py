@@ -1,6 +1,11 @@
 """The explorer: reads tasks, runs workflows with the current policy, writes experiences.
 
-    explore_step = read_tasks -> run_workflows -> group_advantages -> experience_pipeline -> write
+    explore_step = read_tasks -> run_workflows -> [greedy_baselines] -> [teacher_logprobs]
+                   -> group_advantages -> experience_pipeline -> write
+
+Two steps run only when the algorithm asks: a greedy rollout of every task whose reward is
+the baseline of that task's samples (remax), and a teacher model's logprobs of every sampled
+response (distillation).
 
 Evaluation runs the eval tasksets with their own repeat times and rollout args. The explorer
 never trains and never touches the trainer's weights; it only loads the versions the
@@ -11,13 +16,13 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from collections.abc import Callable
 
 import torch
 
-from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_episodes, requires_groups
+from trivium.algorithm.advantages import ADVANTAGE_FNS, computed_by_explorer, requires_episodes
 from trivium.buffer.base import BufferExhausted
 from trivium.core.experience import Experience, episode_index
 from trivium.explorer.metrics import eval_metrics, rollout_metrics
@@ -57,6 +62,8 @@ class Explorer:
         model_version: Callable[[], int] = lambda: 0,
         logger: logging.Logger | None = None,
         max_failed_steps: int | None = 3,
+        greedy_baseline: bool = False,
+        teacher: Any = None,
     ):
         self.taskset_reader = taskset_reader
         self.writer = writer
@@ -66,7 +73,10 @@ class Explorer:
         self.eval_sets = list(eval_sets)
         self.experience_pipeline = experience_pipeline
         self.advantage_fn = ADVANTAGE_FNS.get(advantage_fn) if advantage_fn and advantage_fn != "none" else None
-        self.group_advantages = self.advantage_fn is not None and requires_groups(self.advantage_fn)
+        self.group_advantages = self.advantage_fn is not None and computed_by_explorer(self.advantage_fn)
+        self.greedy_baseline = greedy_baseline
+        # A ModelWrapper (or engine) whose compute_logprobs scores the sampled responses.
+        self.teacher = teacher
         self.advantage_fn_args = dict(advantage_fn_args or {})
         self.max_repeat_times_per_runner = max_repeat_times_per_runner
         self.model_version = model_version
@@ -99,6 +109,10 @@ class Explorer:
         version = self.model_version()
         for exp in experiences:
             exp.model_version = version
+        if self.greedy_baseline and experiences:
+            self.add_greedy_baselines(tasks, experiences)
+        if self.teacher is not None and experiences:
+            self.add_teacher_logprobs(experiences)
         if self.group_advantages:
             self.compute_group_advantages(experiences)
         pipeline_metrics: dict[str, float] = {}
@@ -136,6 +150,31 @@ class Explorer:
         for exp, advantage in zip(experiences, advantages[:, 0].tolist()):
             exp.advantages = torch.full((exp.response_length,), advantage, dtype=torch.float32)
             exp.returns = exp.advantages.clone()
+
+    def add_greedy_baselines(self, tasks: list[Any], experiences: list[Experience]) -> None:
+        """One greedy (temperature 0) rollout per task; its reward becomes each sample's baseline.
+
+        A task whose greedy rollout failed gives its samples baseline 0 (plain REINFORCE).
+        """
+        greedy_tasks = [
+            replace(task, repeat_times=1, rollout_args={**task.rollout_args, "temperature": 0.0}) for task in tasks
+        ]
+        results = self.runner_pool.run(split_units(greedy_tasks, None))
+        greedy_reward: dict[str, float] = {}
+        for result in results:
+            for exp in result.experiences:
+                greedy_reward.setdefault(exp.task_id, float(exp.reward or 0.0))
+        for exp in experiences:
+            exp.baseline_reward = greedy_reward.get(exp.task_id, 0.0)
+
+    def add_teacher_logprobs(self, experiences: list[Experience]) -> None:
+        """The teacher's logprobs of each sampled response, token by token (one engine call)."""
+        engine = getattr(self.teacher, "engine", self.teacher)
+        scored = engine.compute_logprobs(
+            [exp.tokens.tolist() for exp in experiences], [exp.prompt_length for exp in experiences]
+        )
+        for exp, logprobs in zip(experiences, scored):
+            exp.teacher_logprobs = logprobs.float()
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self) -> dict[str, float]:

@@ -11,6 +11,7 @@ from typing import Any
 from trivium.rewards.answers import (
     answers_match,
     extract_answer,
+    extract_boxed,
     follows_answer_format,
     ground_truth_answer,
     normalize_answer,
@@ -73,3 +74,29 @@ def format_reward(
     the built-in workflows ask for), ``boxed`` (one ``\\boxed{X}``) or ``any``.
     """
     return float(follows_answer_format(response, answer_format))
+
+
+@REWARD_FNS.register("math_boxed_reward")
+def math_boxed_reward(
+    *, prompt: str, response: str, ground_truth: Any, format_score: float = 0.0, tolerance: float = 1e-6, **kwargs: Any
+) -> dict[str, float]:
+    """Correctness of the answer in the response's last ``\\boxed{}``.
+
+    Components: ``accuracy`` (1.0 when the boxed answer equals the ground truth as a number or
+    a normalized string), ``format`` (1.0 when a ``\\boxed{}`` is present). ``reward`` is the
+    accuracy; a wrong but boxed answer earns ``format_score`` instead of 0.
+    """
+    boxed = extract_boxed(response)
+    accuracy = float(answers_match(boxed, ground_truth_answer(ground_truth), tolerance)) if boxed is not None else 0.0
+    has_box = float(boxed is not None)
+    return {"reward": accuracy or format_score * has_box, "accuracy": accuracy, "format": has_box}
+
+
+@REWARD_FNS.register("math_dapo_reward")
+def math_dapo_reward(*, prompt: str, response: str, ground_truth: Any, tolerance: float = 1e-6, **kwargs: Any) -> dict[str, float]:
+    """DAPO's outcome reward: +1 for a correct final answer, -1 otherwise.
+
+    Components: ``reward`` (+1 or -1) and ``accuracy`` (1.0 or 0.0).
+    """
+    accuracy = float(answers_match(extract_answer(response), ground_truth_answer(ground_truth), tolerance))
+    return {"reward": 2.0 * accuracy - 1.0, "accuracy": accuracy}

@@ -29,6 +29,7 @@ REWARD_FNS: Registry[RewardFn] = Registry(
         "trivium.rewards.math_rewards",
         "trivium.rewards.countdown",
         "trivium.rewards.tool_calls",
+        "trivium.rewards.outside",
     ),
 )
 

@@ -153,7 +153,9 @@ def build_experience_pipeline(explorer: ExplorerSettings) -> Any:
     return ExperiencePipeline.from_configs(pipeline.operators)
 
 
-def build_explorer(settings: RunSettings, *, taskset_reader: Any, writer: Any, pool: RunnerPool, version_fn) -> Explorer:
+def build_explorer(
+    settings: RunSettings, *, taskset_reader: Any, writer: Any, pool: RunnerPool, version_fn, auxiliary: list[Any]
+) -> Explorer:
     explorer = settings.explorer
     return Explorer(
         taskset_reader=taskset_reader,
@@ -169,6 +171,9 @@ def build_explorer(settings: RunSettings, *, taskset_reader: Any, writer: Any, p
         max_failed_steps=explorer.runners.max_failed_steps,
         model_version=version_fn,
         logger=logging.getLogger("trivium.explorer"),
+        greedy_baseline=explorer.greedy_baseline,
+        # The teacher of distillation presets is the first auxiliary model.
+        teacher=auxiliary[0] if explorer.uses_teacher else None,
     )
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_critic, requires_groups
+from trivium.algorithm.advantages import ADVANTAGE_FNS, computed_by_explorer, requires_critic
+from trivium.algorithm.presets import PRESETS
 from trivium.config.schema import PipelineConfig, StorageConfig
+from trivium.config.unused_keys import engine_options
 from trivium.config.modes import ModeTraits, traits_of
 from trivium.errors import UserError
 from trivium.runtime.cpu_share import split_cores
@@ -47,6 +49,8 @@ class EngineSettings:
     api_key: str | None = None
     model_name: str | None = None
     name: str | None = None
+    # Engine options set in the config (enable_prefix_caching, ...): the engine uses or refuses each.
+    options: dict[str, Any] = field(default_factory=dict)
 
     def factory_kwargs(self, index: int) -> dict[str, Any]:
         """Keyword arguments of ``create_engine`` for engine number ``index``."""
@@ -55,6 +59,7 @@ class EngineSettings:
             "dtype": self.dtype,
             "seed": self.seed + index,
             "max_model_len": self.max_model_len,
+            **self.options,
         }
         if self.engine_type == "external":
             kwargs.update(base_url=self.base_url, api_key=self.api_key, model_name=self.model_name)
@@ -119,6 +124,8 @@ class ExplorerSettings:
     # Group-based advantages are computed by the explorer (a step holds whole groups).
     group_advantage_fn: str | None
     advantage_fn_args: dict[str, Any]
+    greedy_baseline: bool  # one greedy rollout per task, its reward the baseline (remax)
+    uses_teacher: bool  # the first auxiliary model scores every rollout (distillation)
     runners: RunnerSettings
     eval_interval: int
     eval_on_startup: bool
@@ -263,8 +270,6 @@ def build_run_settings(config: Any) -> RunSettings:
 
 
 def _preset_trains_on_datasets(algorithm: Any) -> bool:
-    from trivium.algorithm.presets import PRESETS
-
     preset = PRESETS.get(algorithm.algorithm_type)
     return bool(preset and preset.train_only)
 
@@ -344,6 +349,7 @@ def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads:
         staleness_limit=staleness_limit,
         staleness_mode=str(strategy_args.get("mode", "drop")),
         truncation=trainer.truncation,
+        learns_from_rollouts=PRESETS[algorithm.algorithm_type].learns_from_rollouts,
         loss=loss,
         dtype=config.model.dtype,
         device="cuda" if config.cluster.device_type == "cuda" else "cpu",
@@ -379,6 +385,7 @@ def rollout_engine_settings(config: Any, compute_threads: int | None = None) -> 
         api_key=os.environ.get(external.api_key_env) if is_external else None,
         model_name=external.model_name if is_external else None,
         name=rollout.name,
+        options=engine_options(rollout),
     )
 
 
@@ -401,6 +408,7 @@ def auxiliary_engine_settings(config: Any) -> tuple[EngineSettings, ...]:
             gpu_memory_utilization=float(aux.gpu_memory_utilization),
             enforce_eager=bool(aux.enforce_eager),
             name=aux.name,
+            options=engine_options(aux),
         )
         for aux in config.explorer.auxiliary_models
     )
@@ -463,7 +471,13 @@ def explorer_settings(config: Any, engine_threads: int | None = None) -> Explore
     explorer, buffer, algorithm = config.explorer, config.buffer, config.algorithm
     reads_tasksets = traits_of(config.mode).reads_training_tasksets
     advantage_fn = algorithm.advantage_fn
-    group_based = advantage_fn not in (None, "none") and requires_groups(ADVANTAGE_FNS.get(advantage_fn))
+    group_based = advantage_fn not in (None, "none") and computed_by_explorer(ADVANTAGE_FNS.get(advantage_fn))
+    preset = PRESETS[algorithm.algorithm_type]
+    if preset.needs_teacher_logprobs and not explorer.auxiliary_models:
+        raise UserError(
+            f"algorithm {algorithm.algorithm_type} scores rollouts with a teacher: set explorer.auxiliary_models "
+            "(the first one is the teacher)"
+        )
     return ExplorerSettings(
         batch_size=int(buffer.batch_size),
         total_steps=expected_explore_steps(config) if reads_tasksets else None,
@@ -475,6 +489,8 @@ def explorer_settings(config: Any, engine_threads: int | None = None) -> Explore
         experience_pipeline=config.data_processor.experience_pipeline,
         group_advantage_fn=advantage_fn if group_based else None,
         advantage_fn_args=dict(algorithm.advantage_fn_args or {}),
+        greedy_baseline=preset.needs_greedy_baseline,
+        uses_teacher=preset.needs_teacher_logprobs,
         runners=RunnerSettings(
             runner_per_model=int(explorer.runner_per_model),
             concurrent_mode=explorer.concurrent_mode,

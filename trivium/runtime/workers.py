@@ -59,6 +59,7 @@ class ExplorerWorker:
             writer=self.writer,
             pool=pool,
             version_fn=self.served_version,
+            auxiliary=self.auxiliary_wrappers,
         )
         self.explorer.logger = self.log
         self._stop_reports = threading.Event()
@@ -247,7 +248,7 @@ class TrainerWorker:
             self.log.info("read a partial batch of %d; training on it", len(experiences))
         self.probe_experiences = [e for e in experiences[:2] if e.response_length > 0]
         metrics = self.trainer.train_step(experiences)
-        return metrics, sum(not e.info.get("is_expert") for e in experiences)
+        return metrics, sum(not e.is_expert for e in experiences)
 
     def close_reader(self) -> None:
         self.reader.close()

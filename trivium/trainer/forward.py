@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from trivium.algorithm.entropy import entropy_from_logits
+from trivium.algorithm.entropy import entropy_from_logits, expected_entropy_signal_from_logits
 from trivium.algorithm.logprobs import logprobs_from_logits
 from trivium.core.batch import ExperienceBatch
 
@@ -98,4 +98,22 @@ def whole_batch_logprobs(
         micro = batch.select(rows)
         logprobs, _ = response_logprobs(model, micro, share_prompts=share_prompts)
         out[rows, : micro.response_length] = logprobs
+    return out
+
+
+@torch.no_grad()
+def whole_batch_entropy_terms(
+    model: torch.nn.Module, batch: ExperienceBatch, plan: list[list[int]], share_prompts: bool = True
+) -> dict[str, torch.Tensor]:
+    """What the entropy-aware advantages read, each (B, R): the current ``logprobs`` of the
+    sampled tokens, the ``entropy`` and the ``expected_entropy_signal`` of each position."""
+    out = {name: torch.zeros_like(batch.response_mask) for name in ("logprobs", "entropy", "expected_entropy_signal")}
+    for rows in plan:
+        micro = batch.select(rows)
+        logits = response_logits(model, micro, share_prompts).float()
+        labels = micro.input_ids[:, micro.prompt_length :]
+        R = micro.response_length
+        out["logprobs"][rows, :R] = logprobs_from_logits(logits, labels)
+        out["entropy"][rows, :R] = entropy_from_logits(logits)
+        out["expected_entropy_signal"][rows, :R] = expected_entropy_signal_from_logits(logits)
     return out

@@ -27,7 +27,7 @@ class MixSampler:
         expert_count = round(len(on_policy) * self.ratio / (1.0 - self.ratio))
         expert = self.expert_reader.read(expert_count) if expert_count else []
         for exp in expert:
-            exp.info["is_expert"] = True
+            exp.is_expert = True
         return on_policy + expert
 
     def close(self) -> None:

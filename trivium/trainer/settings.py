@@ -22,10 +22,12 @@ class LossSettings:
 
     @property
     def needs_reference(self) -> bool:
+        from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, needs_reference_logprobs
+
         uses_kl = (self.kl_loss_fn != "none" and self.kl_loss_coef > 0) or (
             self.kl_penalty_fn != "none" and self.kl_penalty_coef > 0
         )
-        return uses_kl or self.policy_loss_fn == "dpo"
+        return uses_kl or needs_reference_logprobs(POLICY_LOSS_FNS.get(self.policy_loss_fn))
 
 
 @dataclass
@@ -61,6 +63,8 @@ class TrainerSettings:
     # Episodes that ended at max_model_len: "mask" keeps them out of the loss, "keep" trains on them.
     truncation: str = "mask"
     loss: LossSettings = field(default_factory=LossSettings)
+    # False when the experiences come from a dataset (sft, dpo): no staleness, no reward metric.
+    learns_from_rollouts: bool = True
     dtype: str = "float32"
     device: str = "cpu"
     # torch threads of the training thread (None: the process default); set when the trainer

@@ -9,6 +9,7 @@ gradients over micro-batches, steps optimizers and keeps checkpoints.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from pathlib import Path
@@ -17,11 +18,11 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM
 
-from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_episodes
+from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_entropy, requires_episodes, requires_teacher
 from trivium.algorithm.aggregation import masked_mean
 from trivium.algorithm.entropy import ENTROPY_LOSS_FNS
 from trivium.algorithm.kl import KL_FNS, apply_kl_penalty, kl_loss
-from trivium.algorithm.policy_losses import POLICY_LOSS_FNS
+from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, needs_expert_mask, pairs_rows
 from trivium.algorithm.value_loss import clipped_value_loss
 from trivium.core.batch import ExperienceBatch
 from trivium.core.experience import Experience, episode_index
@@ -29,7 +30,7 @@ from trivium.errors import UserError
 from trivium.models.model_dir import check_model_dir
 from trivium.trainer import checkpoint as ckpt
 from trivium.trainer.critic import CriticModel
-from trivium.trainer.forward import response_logprobs, whole_batch_logprobs
+from trivium.trainer.forward import response_logprobs, whole_batch_entropy_terms, whole_batch_logprobs
 from trivium.trainer.micro_batch import loss_scale, plan_micro_batches
 from trivium.trainer.optim import build_optimizer, build_scheduler
 from trivium.trainer.settings import TrainerSettings
@@ -146,7 +147,7 @@ class Trainer:
 
     def plan(self, batch: ExperienceBatch) -> list[list[int]]:
         s = self.settings
-        if s.loss.policy_loss_fn == "dpo":
+        if pairs_rows(POLICY_LOSS_FNS.get(s.loss.policy_loss_fn)):
             # Chosen/rejected pairs must stay together in one micro-batch.
             size = max(2, s.micro_batch_size - s.micro_batch_size % 2)
             rows = list(range(batch.batch_size))
@@ -162,7 +163,7 @@ class Trainer:
     @property
     def learns_from_rollouts(self) -> bool:
         """False for sft/dpo, whose experiences come from datasets, not from the policy."""
-        return self.settings.loss.policy_loss_fn not in ("sft", "dpo")
+        return self.settings.learns_from_rollouts
 
     def apply_staleness_control(self, experiences: list[Experience]) -> tuple[list[Experience], dict[str, float]]:
         if not self.learns_from_rollouts:
@@ -217,22 +218,29 @@ class Trainer:
             metrics.update(kl_metrics)
         group_index = {gid: i for i, gid in enumerate(dict.fromkeys(e.group_id for e in experiences))}
         group_ids = torch.tensor([group_index[e.group_id] for e in experiences], dtype=torch.long, device=self.device)
-        baseline = torch.tensor([float(e.info.get("baseline_reward", 0.0)) for e in experiences], device=self.device)
         advantage_fn = ADVANTAGE_FNS.get(loss.advantage_fn)
-        episodes = {}
+        extra: dict[str, Any] = {}
+        if requires_entropy(advantage_fn):
+            extra = whole_batch_entropy_terms(self.actor, batch, self.plan(batch), self.share_prompts)
+        if requires_teacher(advantage_fn):
+            extra.update(old_logprobs=batch.old_logprobs, teacher_logprobs=batch.teacher_logprobs)
         if requires_episodes(advantage_fn):
-            episode_ids = episode_index(experiences)
-            episodes["episode_ids"] = torch.tensor(episode_ids, dtype=torch.long, device=self.device)
+            extra["episode_ids"] = torch.tensor(episode_index(experiences), dtype=torch.long, device=self.device)
         advantages, returns = advantage_fn(
             token_level_rewards=token_rewards,
             response_mask=batch.response_mask,
             group_ids=group_ids,
             values=values,
-            baseline_rewards=baseline,
-            **episodes,
+            baseline_rewards=batch.baseline_rewards,
+            **extra,
             **loss.advantage_fn_args,
         )
         batch.advantages, batch.returns = advantages, returns
+        if batch.teacher_logprobs is not None:
+            # log pi_student - log pi_teacher per sampled token: a one-sample reverse KL estimate
+            metrics["distill/student_teacher_kl"] = float(
+                masked_mean(batch.old_logprobs - batch.teacher_logprobs, batch.response_mask)
+            )
         return metrics
 
     def compute_old_logprobs(self, batch: ExperienceBatch, plan: list[list[int]]) -> torch.Tensor | None:
@@ -253,6 +261,7 @@ class Trainer:
         loss_cfg = self.settings.loss
         policy_loss_fn = POLICY_LOSS_FNS.get(loss_cfg.policy_loss_fn)
         entropy_loss_fn = ENTROPY_LOSS_FNS.get(loss_cfg.entropy_loss_fn)
+        takes_global_step = _accepts(policy_loss_fn, "global_step")
         # The full-vocabulary entropy costs a pass over the logits; skip it when it has no weight.
         want_entropy = loss_cfg.entropy_loss_fn != "none" and loss_cfg.entropy_coef != 0
         use_kl_loss = ref_logprobs is not None and loss_cfg.kl_loss_fn != "none" and loss_cfg.kl_loss_coef > 0
@@ -270,8 +279,10 @@ class Trainer:
                 extra: dict[str, Any] = {}
                 if ref_logprobs is not None:
                     extra["ref_logprobs"] = ref_logprobs[rows, :R]
-                if loss_cfg.policy_loss_fn == "mix":
+                if needs_expert_mask(policy_loss_fn):
                     extra["expert_mask"] = micro.expert_mask
+                if takes_global_step:
+                    extra["global_step"] = self.global_step
                 pg_loss, pg_metrics = policy_loss_fn(
                     logprobs=logprobs,
                     old_logprobs=old,
@@ -296,9 +307,11 @@ class Trainer:
                     total = total + kl_value
                     step_metrics.update({f"actor/{k}": float(v) for k, v in kl_metrics.items()})
                 if entropy is not None:
+                    ent_extra = {"expert_mask": micro.expert_mask} if needs_expert_mask(entropy_loss_fn) else {}
                     ent_loss, ent_metrics = entropy_loss_fn(
                         entropy=entropy,
                         response_mask=micro.response_mask,
+                        **ent_extra,
                         entropy_coef=loss_cfg.entropy_coef,
                         loss_agg_mode=loss_cfg.loss_agg_mode,
                     )
@@ -385,3 +398,11 @@ class Trainer:
             self.critic.load_state_dict(critic.state_dict())
             self.critic_optimizer.load_state_dict(ckpt.load_optimizer_state(self.run_dir, step, "critic")["optimizer"])
         self.global_step = int(ckpt.load_trainer_state(self.run_dir, step)["global_step"])
+
+
+def _accepts(fn: Any, name: str) -> bool:
+    """True if ``fn`` has a parameter called ``name`` (plugins may not take every input)."""
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False

@@ -18,6 +18,8 @@ WORKFLOWS: Registry[type] = Registry(
         "trivium.workflows.guessing_workflow",
         "trivium.workflows.toolcall_workflow",
         "trivium.workflows.rubric_judge_workflow",
+        "trivium.workflows.math_boxed_workflow",
+        "trivium.workflows.environments",
     ),
 )
 

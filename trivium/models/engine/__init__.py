@@ -13,13 +13,33 @@ from trivium.registry import Registry, RegistryError
 ENGINES: Registry = Registry("engine type")
 
 
+# vLLM options that only change speed or logging: engines without them run the same without.
+VLLM_PERFORMANCE_OPTIONS = ("enable_prefix_caching", "enable_chunked_prefill", "use_v1", "enable_log_requests")
+# vLLM options that change what a run does: engines without them must refuse, not ignore them.
+VLLM_BEHAVIOUR_OPTIONS = (
+    "enable_openai_api", "enable_auto_tool_choice", "tool_call_parser", "reasoning_parser", "ignore_eos",
+)
+
+
+def _without_vllm_options(engine_type: str, kwargs: dict) -> dict:
+    """Drops the performance options (``trivium plan`` lists them as unused) and refuses the others."""
+    refused = [name for name in VLLM_BEHAVIOUR_OPTIONS if kwargs.get(name)]
+    if refused:
+        raise UserError(
+            f"explorer.rollout_model / auxiliary_models: the {engine_type} engine cannot honour "
+            f"{', '.join(refused)} (vLLM options that change what the engine does); use engine_type: vllm or "
+            "remove them"
+        )
+    return {k: v for k, v in kwargs.items() if k not in VLLM_PERFORMANCE_OPTIONS + VLLM_BEHAVIOUR_OPTIONS}
+
+
 @ENGINES.register("hf")
 def _create_hf(model_path: str | None, **kwargs) -> InferenceEngine:
     if not model_path:
         raise UserError("the hf engine needs model.model_path (a local Hugging Face model directory)")
     from trivium.models.engine.hf import HFEngine
 
-    return HFEngine.from_pretrained(model_path, **kwargs)
+    return HFEngine.from_pretrained(model_path, **_without_vllm_options("hf", kwargs))
 
 
 @ENGINES.register("vllm")
@@ -33,11 +53,15 @@ def _create_vllm(model_path: str, **kwargs) -> InferenceEngine:
 def _create_external(model_path: str | None = None, **kwargs) -> InferenceEngine:
     from trivium.models.engine.external import ExternalEngine
 
+    kwargs = _without_vllm_options("external", kwargs)
+    kwargs.pop("trust_remote_code", None)  # the tokenizer is loaded without model code
     return ExternalEngine(tokenizer_path=model_path, **kwargs)
 
 
 def create_engine(engine_type: str = "hf", model_path: str | None = None, **kwargs) -> InferenceEngine:
-    """Build an engine. Common keywords: dtype, seed, max_model_len; others are backend-specific."""
+    """Build an engine. Common keywords: dtype, seed, max_model_len; others are backend-specific,
+    including the rollout-engine options of the config (``schema.InferenceModelConfig`` fields
+    marked ``engine_option``), passed only when set."""
     try:
         factory = ENGINES.get(engine_type)
     except RegistryError as error:

@@ -1,0 +1,67 @@
+"""Keys of Trinity-RFT's configuration: listed when unused, rejected when unsupported,
+and rollout-engine options handed to the engine factory."""
+
+import pytest
+import yaml
+
+from trivium.config.prepare import prepare
+from trivium.config.unused_keys import engine_options
+from trivium.errors import UserError
+from trivium.models.engine import _without_vllm_options
+
+
+def plan(tmp_path, extra: dict):
+    config = {
+        "mode": "colocate",
+        "checkpoint_root_dir": str(tmp_path / "runs"),
+        "model": {"model_path": "models/tiny", "max_prompt_tokens": 16, "max_response_tokens": 8},
+        "cluster": {"gpu_per_node": 0},
+        "algorithm": {"algorithm_type": "grpo", "repeat_times": 2},
+        "buffer": {
+            "batch_size": 2, "total_steps": 1,
+            "explorer_input": {"taskset": {"name": "t", "path": str(tmp_path), "default_workflow_type": "math"}},
+        },
+    }
+    for dotted, value in extra.items():
+        node = config
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    (stage,) = prepare(path)
+    return stage
+
+
+def test_set_unused_keys_are_listed_with_the_reason(tmp_path):
+    stage = plan(tmp_path, {"trainer.enable_preview": True, "explorer.rollout_model.enable_prefix_caching": True})
+    unused = {note.key: note.message for note in stage.notes if note.kind == "unused"}
+    assert "there is no web UI" in unused["trainer.enable_preview"]
+    assert "hf engine ignores" in unused["explorer.rollout_model.enable_prefix_caching"]
+    assert stage.config.trainer.enable_preview is True  # stored, not dropped
+
+
+def test_behaviour_options_on_the_hf_engine_are_announced_at_plan_time(tmp_path):
+    stage = plan(tmp_path, {"explorer.rollout_model.tool_call_parser": "hermes"})
+    notes = [n for n in stage.notes if n.key == "explorer.rollout_model.tool_call_parser"]
+    assert notes and "refuse" in notes[0].message
+
+
+def test_images_are_rejected_with_the_reason(tmp_path):
+    with pytest.raises(UserError, match="image_key: is not supported: multimodal"):
+        plan(tmp_path, {"buffer.explorer_input.taskset.format.image_key": "images"})
+
+
+def test_data_selector_is_folded_into_task_selector(tmp_path):
+    stage = plan(tmp_path, {"buffer.explorer_input.taskset.data_selector": {"selector_type": "random", "kwargs": {"a": 1}}})
+    selector = stage.config.buffer.explorer_input.tasksets[0].task_selector
+    assert selector.selector_type == "random" and selector.args == {"a": 1}
+
+
+def test_engine_options_reach_the_factory_only_when_set_and_hf_refuses_behaviour_ones(tmp_path):
+    stage = plan(tmp_path, {"explorer.rollout_model.enable_chunked_prefill": True, "explorer.rollout_model.use_v1": True})
+    assert engine_options(stage.config.explorer.rollout_model) == {"enable_chunked_prefill": True}
+    assert _without_vllm_options("hf", {"enable_chunked_prefill": True, "dtype": "float32"}) == {"dtype": "float32"}
+    with pytest.raises(UserError, match="cannot honour reasoning_parser"):
+        _without_vllm_options("hf", {"reasoning_parser": "deepseek_r1"})

@@ -1,0 +1,249 @@
+"""Policy losses of the REINFORCE family with reweighted or filtered tokens.
+
+importance_sampling, topr, sapo, sppo, rec and raft; each has the signature documented in
+``policy_losses.py`` and is registered into ``POLICY_LOSS_FNS`` when this module is imported
+(on first lookup). Log-ratios are clamped as in the other losses.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trivium.algorithm.aggregation import aggregate_loss, masked_mean
+from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, _item, clamped_log_ratio
+
+REC_CLIP_MODES = ("none", "one-side", "gspo-one-side", "two-side", "ring")
+REC_WEIGHTS = ("none", "importance_sampling", "truncated_importance_sampling", "gspo_importance_sampling", "advantage")
+REC_REGULARIZERS = ("none", "k2", "forward-kl")
+
+
+@POLICY_LOSS_FNS.register("importance_sampling")
+def importance_sampling_loss(
+    *,
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "token-mean",
+    **_ignored,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Unclipped importance-weighted policy gradient: L = -r * A per token.
+
+    Used by on-policy distillation, whose advantages are already small per-token log-ratios.
+    Metrics: pg_loss, ratio_mean, ppo_kl.
+    """
+    log_ratio = clamped_log_ratio(logprobs, old_logprobs)
+    ratio = torch.exp(log_ratio)
+    # L = -r * A
+    loss = aggregate_loss(-ratio * advantages, response_mask, loss_agg_mode)
+    return loss, {
+        "pg_loss": _item(loss),
+        "ratio_mean": _item(masked_mean(ratio, response_mask)),
+        "ppo_kl": _item(masked_mean(-log_ratio, response_mask)),
+    }
+
+
+@POLICY_LOSS_FNS.register("topr")
+def topr_policy_loss(
+    *,
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "token-mean",
+    advantage_threshold: float = 0.0,
+    **_ignored,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Tapered off-policy REINFORCE (TOPR, Le Roux et al., 2025).
+
+    Good samples (A > threshold) get the full REINFORCE gradient; the others are weighted by
+    their importance ratio truncated to [0, 1], so off-policy negatives cannot blow up.
+    Metrics: pg_loss, topr_alpha_mean, ratio_mean.
+    """
+    ratio = torch.exp(clamped_log_ratio(logprobs, old_logprobs))
+    # alpha = 1 if A > threshold else clip(r, 0, 1)
+    alpha = torch.where(advantages > advantage_threshold, torch.ones_like(ratio), ratio.clamp(0.0, 1.0))
+    # L = -sg(alpha) * A * log pi
+    loss = aggregate_loss(-alpha.detach() * advantages * logprobs, response_mask, loss_agg_mode)
+    return loss, {
+        "pg_loss": _item(loss),
+        "topr_alpha_mean": _item(masked_mean(alpha, response_mask)),
+        "ratio_mean": _item(masked_mean(ratio, response_mask)),
+    }
+
+
+@POLICY_LOSS_FNS.register("sapo")
+def sapo_policy_loss(
+    *,
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "token-mean",
+    tau_pos: float = 1.0,
+    tau_neg: float = 1.05,
+    **_ignored,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Soft adaptive policy optimisation (SAPO): a smooth sigmoid gate instead of a hard clip.
+
+    Per token the surrogate is f(r) * A with f(r) = (4 / tau) * sigmoid(tau * (r - 1)); its
+    slope is 1 at r = 1 (the plain policy gradient) and fades smoothly as r leaves 1. tau is
+    tau_pos for A > 0 and tau_neg (usually larger: a faster fade) otherwise.
+    Metrics: pg_loss, sapo_gate_mean (the gradient weight f'(r) * r), ppo_kl.
+    """
+    if tau_pos <= 0 or tau_neg <= 0:
+        raise ValueError(f"sapo: tau_pos and tau_neg must be > 0, got {tau_pos}, {tau_neg}")
+    log_ratio = clamped_log_ratio(logprobs, old_logprobs)
+    ratio = torch.exp(log_ratio)
+    tau = torch.where(advantages > 0, torch.full_like(ratio, tau_pos), torch.full_like(ratio, tau_neg))
+    gate = torch.sigmoid(tau * (ratio - 1.0))
+    # L = -A * (4 / tau) * sigmoid(tau * (r - 1))
+    loss = aggregate_loss(-advantages * gate * (4.0 / tau), response_mask, loss_agg_mode)
+    # dL/dlog pi = -A * 4 * sigma * (1 - sigma) * r
+    weight = 4.0 * gate * (1.0 - gate) * ratio
+    return loss, {
+        "pg_loss": _item(loss),
+        "sapo_gate_mean": _item(masked_mean(weight, response_mask)),
+        "ppo_kl": _item(masked_mean(-log_ratio, response_mask)),
+    }
+
+
+@POLICY_LOSS_FNS.register("sppo")
+def sppo_policy_loss(
+    *,
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "token-mean",
+    epsilon: float = 0.3,
+    **_ignored,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """sPPO (Vaswani et al., 2021): the log of the ratio as surrogate, clipped symmetrically
+    in log space: tokens with r outside [1 / (1 + eps), 1 + eps] give no gradient.
+
+    Metrics: pg_loss, pg_clipfrac, ppo_kl.
+    """
+    if epsilon <= 0:
+        raise ValueError(f"sppo: epsilon must be > 0, got {epsilon}")
+    log_ratio = clamped_log_ratio(logprobs, old_logprobs)
+    ratio = torch.exp(log_ratio).detach()
+    in_range = (ratio >= 1.0 / (1.0 + epsilon)) & (ratio <= 1.0 + epsilon)
+    # L = -A * log r on tokens with r in [1/(1+eps), 1+eps]
+    loss = aggregate_loss(-advantages * log_ratio * in_range.float(), response_mask, loss_agg_mode)
+    return loss, {
+        "pg_loss": _item(loss),
+        "pg_clipfrac": _item(masked_mean((~in_range).float(), response_mask)),
+        "ppo_kl": _item(masked_mean(-log_ratio, response_mask)),
+    }
+
+
+def _rec_kept_tokens(
+    clip_mode: str,
+    ratio: torch.Tensor,
+    sequence_ratio: torch.Tensor,
+    advantages: torch.Tensor,
+    low: float,
+    high: float,
+    low_prime: float,
+    high_prime: float,
+) -> torch.Tensor:
+    """(B, R) bool: the tokens the REC clip mode keeps in the gradient."""
+    positive, negative = advantages >= 0, advantages <= 0
+    if clip_mode == "two-side":
+        return (ratio >= 1 - low) & (ratio <= 1 + high)
+    if clip_mode == "one-side":
+        # good tokens may not rise above 1 + high; bad ones may not fall below 1 - low
+        return (positive & (ratio <= 1 + high)) | (negative & (ratio >= 1 - low))
+    if clip_mode == "gspo-one-side":
+        return (positive & (sequence_ratio <= 1 + high)) | (negative & (sequence_ratio >= 1 - low))
+    if clip_mode == "ring":
+        # the trust band, plus far-out tokens on the side where the update pulls them back
+        inside = (ratio >= 1 - low) & (ratio <= 1 + high)
+        return inside | (positive & (ratio <= 1 - low_prime)) | (negative & (ratio >= 1 + high_prime))
+    return torch.ones_like(ratio, dtype=torch.bool)
+
+
+@POLICY_LOSS_FNS.register("rec")
+def rec_policy_loss(
+    *,
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "token-mean",
+    epsilon_low: float = 0.2,
+    epsilon_high: float = 0.2,
+    epsilon_low_prime: float = 0.6,
+    epsilon_high_prime: float = 2.0,
+    clip_mode: str = "none",
+    weight: str = "none",
+    regularizer: str = "none",
+    regularizer_coef: float = 0.0,
+    temp: float = 1.0,
+    **_ignored,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """REINFORCE with clipping, weighting and regularisation chosen separately (REC family).
+
+    L = -w * A * log pi on the tokens ``clip_mode`` keeps (none, one-side, gspo-one-side,
+    two-side, ring), where w (``weight``) is 1, the ratio r, r clipped to [1 - eps_low',
+    1 + eps_high'], the sequence ratio, or exp(A / temp). ``regularizer`` adds
+    coef * (log r)^2 ("k2") or subtracts coef * log pi ("forward-kl").
+    ``gspo-one-side`` aggregates with seq-mean-token-mean. Metrics: pg_loss, pg_clipfrac.
+    """
+    for name, value, allowed in (
+        ("clip_mode", clip_mode, REC_CLIP_MODES),
+        ("weight", weight, REC_WEIGHTS),
+        ("regularizer", regularizer, REC_REGULARIZERS),
+    ):
+        if value not in allowed:
+            raise ValueError(f"rec: {name} must be one of {', '.join(allowed)}; got {value!r}")
+    if not 0 < epsilon_low <= 1 or epsilon_high <= 0 or temp <= 0 or regularizer_coef < 0:
+        raise ValueError("rec: need 0 < epsilon_low <= 1, epsilon_high > 0, temp > 0, regularizer_coef >= 0")
+    log_ratio = clamped_log_ratio(logprobs, old_logprobs)
+    ratio = torch.exp(log_ratio).detach()
+    # s_i = exp(mean_t log r_{i,t})
+    sequence_ratio = torch.exp(masked_mean(log_ratio, response_mask, dim=-1)).detach().unsqueeze(-1)
+    kept = _rec_kept_tokens(
+        clip_mode, ratio, sequence_ratio, advantages, epsilon_low, epsilon_high, epsilon_low_prime, epsilon_high_prime
+    )
+    weights = {
+        "none": torch.ones_like(ratio),
+        "importance_sampling": ratio,
+        "truncated_importance_sampling": ratio.clamp(1 - epsilon_low_prime, 1 + epsilon_high_prime),
+        "gspo_importance_sampling": sequence_ratio.expand_as(ratio),
+        "advantage": torch.exp(advantages / temp),
+    }[weight]
+    # L = -w * A * log pi on kept tokens
+    per_token = -weights * advantages * logprobs * kept.float()
+    if regularizer == "k2":
+        # + coef * (log pi - log pi_old)^2
+        per_token = per_token + regularizer_coef * log_ratio**2
+    elif regularizer == "forward-kl":
+        # - coef * log pi
+        per_token = per_token - regularizer_coef * logprobs
+    mode = "seq-mean-token-mean" if clip_mode == "gspo-one-side" else loss_agg_mode
+    loss = aggregate_loss(per_token, response_mask, mode)
+    return loss, {"pg_loss": _item(loss), "pg_clipfrac": _item(masked_mean((~kept).float(), response_mask))}
+
+
+@POLICY_LOSS_FNS.register("raft")
+def raft_loss(
+    *,
+    logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "token-mean",
+    **_ignored,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Reward-ranked fine-tuning: negative log-likelihood of the selected rows only.
+
+    A row is selected when its advantage is positive (the ``raft`` advantage marks the best
+    samples of each group with 1). Metrics: sft_loss, raft_selected_fraction.
+    """
+    selected = (advantages > 0).float() * response_mask.float()
+    # L = -log pi(y_t) on selected rows
+    loss = aggregate_loss(-logprobs, selected, loss_agg_mode)
+    rows = (response_mask.sum(dim=-1) > 0).float()
+    fraction = masked_mean((selected.sum(dim=-1) > 0).float(), rows) if rows.any() else torch.zeros(())
+    return loss, {"sft_loss": _item(loss), "raft_selected_fraction": _item(fraction)}

@@ -87,11 +87,22 @@ def import_object(path: str) -> Any:
         raise RegistryError(f"Cannot import '{path}': {error}") from error
 
 
+# Plugin directories imported by this process, in order: processes a run starts (Ray actors)
+# import the same ones.
+_plugin_dirs: list[str] = []
+
+
+def loaded_plugin_dirs() -> tuple[str, ...]:
+    return tuple(_plugin_dirs)
+
+
 def load_plugin_dir(directory: str | Path) -> list[str]:
     """Import every ``*.py`` in ``directory``; returns the module names loaded."""
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"plugin directory not found: {directory}")
+    if str(directory.resolve()) not in _plugin_dirs:
+        _plugin_dirs.append(str(directory.resolve()))
     loaded = []
     for file in sorted(directory.glob("*.py")):
         module_name = f"trivium_plugin_{file.stem}"

@@ -1,4 +1,4 @@
-"""One trivium run (``colocate`` or ``both``) with the shared settings; writes a RunResult.
+"""One trivium run (``colocate`` or ``both``, in this process or on Ray) with the shared settings; writes a RunResult.
 
 A monitor plugin watches the rollout reward and calls ``request_stop`` once the target is
 reached; the run then ends as any stopped run does (final checkpoint, summary).
@@ -33,7 +33,7 @@ model:
   max_response_tokens: {max_response_tokens}
   max_model_len: 42
   temperature: {temperature}
-cluster: {{node_num: 1, gpu_per_node: 0}}
+cluster: {{node_num: 1, gpu_per_node: 0, placement: {placement}}}
 algorithm:
   algorithm_type: grpo
   repeat_times: {group_size}
@@ -58,6 +58,7 @@ buffer:
 explorer:
   runner_per_model: {runners}
   eval_on_startup: false
+  rollout_model: {{engine_num: {engines}}}
 synchronizer:
   sync_interval: 1
   sync_offset: {sync_offset}
@@ -97,6 +98,11 @@ class StopAtTarget:
 def main() -> None:
     parser = common.run_arguments()
     parser.add_argument("--mode", choices=["colocate", "both"], required=True)
+    parser.add_argument(
+        "--placement", choices=["process", "ray"], default="process",
+        help="ray: explorer, engines and trainer as Ray actors (a local Ray, started and stopped by the run)",
+    )
+    parser.add_argument("--engines", type=int, default=1, help="rollout engines (explorer.rollout_model.engine_num)")
     parser.add_argument("--keep-run-dir", type=Path, help="write the run here and keep it (default: a temp dir)")
     args = parser.parse_args()
 
@@ -104,7 +110,8 @@ def main() -> None:
     from trivium.runtime.launcher import launch
 
     global RESULT, WATCH
-    RESULT = result = common.RunResult(system=f"trivium-{args.mode}", seed=args.seed)
+    label = f"trivium-{args.mode}" + ("-ray" if args.placement == "ray" else "")
+    RESULT = result = common.RunResult(system=label, seed=args.seed)
     WATCH = common.TargetWatch(result, PROCESS_START)
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -112,11 +119,12 @@ def main() -> None:
         config_path = Path(root) / "config.yaml"
         config_path.write_text(
             CONFIG.format(
-                mode=args.mode, seed=args.seed, root=root, model=args.model.resolve(), data=args.data.resolve(),
+                mode=args.mode, placement=args.placement, engines=args.engines, seed=args.seed, root=root,
+                model=args.model.resolve(), data=args.data.resolve(),
                 max_response_tokens=common.MAX_RESPONSE_TOKENS, temperature=common.TEMPERATURE,
                 group_size=common.GROUP_SIZE, lr=args.lr, weight_decay=common.WEIGHT_DECAY,
                 clip=common.CLIP_EPSILON, prompts=common.PROMPTS_PER_STEP, max_steps=args.max_steps,
-                grad_clip=common.GRAD_CLIP, runners=common.PROMPTS_PER_STEP,
+                grad_clip=common.GRAD_CLIP, runners=max(1, common.PROMPTS_PER_STEP // args.engines),
                 # both: the explorer runs one step ahead of the trainer, so generation and
                 # training overlap; the engine's logprobs are then the behaviour policy's.
                 sync_offset=1 if args.mode == "both" else 0,

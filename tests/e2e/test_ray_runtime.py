@@ -19,8 +19,6 @@ import psutil
 import pytest
 import yaml
 
-from trivium.data.builder import build_task_data
-
 from .conftest import base_config, read_metrics
 
 pytest.importorskip("ray", reason="Ray is part of the dev extra; these tests need it")
@@ -80,61 +78,40 @@ def wait_for(condition, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.fixture(scope="module")
-def warm_model(tmp_path_factory, tiny_model_dir) -> dict:
-    """The tiny model after a short SFT warm-up on addition: it knows the answer format."""
-    root = tmp_path_factory.mktemp("ray_warmup")
-    data = build_task_data("arithmetic", root / "data", seed=0, num_train=2000, num_test=64)
-    config = base_config({"model": tiny_model_dir, "data": str(data)}, root / "runs", mode="train")
-    config["algorithm"] = {"algorithm_type": "sft", "optimizer": {"lr": 3e-3, "lr_warmup_steps": 10}}
-    config["buffer"] = {
-        "batch_size": 1,
-        "train_batch_size": 128,
-        "total_steps": 200,
-        "trainer_input": {
-            "experience_buffer": {
-                "name": "sft",
-                "storage_type": "file",
-                "path": str(data),
-                "split": "train",
-                "format": {"prompt_key": "question", "response_key": "response"},
-                "task_selector": {"selector_type": "shuffle"},
-            }
-        },
-    }
-    config["trainer"] = {"use_dynamic_bsz": False, "ppo_micro_batch_size_per_gpu": 128, "save_hf_checkpoint": "last"}
-    result = run_to_end(write(root, config))
-    assert result.returncode == 0, result.stderr[-3000:]
-    model = root / "runs" / "e2e" / "run" / "global_step_200" / "actor" / "huggingface"
-    assert (model / "config.json").exists()
-    return {"model": str(model), "data": str(data)}
+# The toy objective of the algorithm tests: short answers, which the untrained model learns
+# within a few steps. It is a plugin, so the actors must import --plugin-dir too.
+SHORT_ANSWER_REWARD = """
+from trivium.rewards import REWARD_FNS
+
+@REWARD_FNS.register("short_answer")
+def short_answer(*, prompt, response, ground_truth, **kwargs):
+    return max(0.0, 1.0 - len(response) / 24)
+"""
 
 
-def test_ray_both_learns_and_leaves_no_ray_process(tmp_path, warm_model):
+def test_ray_both_learns_and_leaves_no_ray_process(tmp_path, assets):
     before = ray_processes()
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "short_answer.py").write_text(SHORT_ANSWER_REWARD)
     config = ray_config(
-        warm_model,
+        assets,
         tmp_path / "runs",
         **{
-            "algorithm.repeat_times": 8,
-            "buffer.batch_size": 16,
-            "buffer.total_steps": 30,
+            "algorithm.optimizer.lr": 5e-3,
+            "buffer.batch_size": 8,
+            "buffer.total_steps": 12,
+            "buffer.explorer_input.default_reward_fn_type": "short_answer",
             "synchronizer.sync_offset": 1,
-            "explorer.eval_interval": 30,
-            "explorer.eval_on_startup": True,
-            "explorer.runner_per_model": 4,
-            "trainer.ppo_micro_batch_size_per_gpu": 128,
+            "monitor.enable_ray_timeline": True,
         },
     )
-    config["buffer"]["explorer_input"]["eval_tasksets"] = [{
-        "name": "test",
-        "storage_type": "file",
-        "path": warm_model["data"],
-        "split": "test",
-        "format": {"prompt_key": "question", "response_key": "answer", "system_prompt": ""},
-        "rollout_args": {"temperature": 0.0},
-    }]
-    result = run_to_end(write(tmp_path, config))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("RAY_ADDRESS", None)
+    result = subprocess.run(
+        trivium("run", "--config", write(tmp_path, config), "--plugin-dir", str(plugins)),
+        capture_output=True, text=True, timeout=600, env=env,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = tmp_path / "runs" / "e2e" / "run"
     actors = json.loads((run_dir / "ray_actors.json").read_text())
@@ -143,13 +120,14 @@ def test_ray_both_learns_and_leaves_no_ray_process(tmp_path, warm_model):
     records = read_metrics(run_dir)
     rewards = [r["rollout/reward_mean"] for r in records if "rollout/reward_mean" in r]
     syncs = [r for r in records if "sync/bytes" in r]
-    assert len(rewards) == 30
+    assert len(rewards) == 12
     assert syncs and all(r["sync/bytes"] > 0 for r in syncs), "weights travel by broadcast"
     checks = [r["sync/max_logprob_diff"] for r in records if "sync/max_logprob_diff" in r]
     assert checks and max(checks) < 1e-3, f"engines serve what the trainer sent: {checks}"
-    first, last = sum(rewards[:6]) / 6, sum(rewards[-6:]) / 6
-    assert last > first + 0.05 or min(first, last) >= 0.95, f"reward did not rise on Ray: {first:.3f} -> {last:.3f}"
+    first, last = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
+    assert last > first + 0.08, f"reward did not rise on Ray: {first:.3f} -> {last:.3f}"
     assert (run_dir / "log" / "rollout_engine_1.log").read_text().count("loaded weight version") >= 5
+    assert json.loads((run_dir / "monitor" / "timeline.json").read_text()), "Ray's timeline of the run"
     assert ray_processes() - before == set(), "the run left Ray processes behind"
 
 
@@ -182,7 +160,7 @@ def test_killing_an_engine_actor_stops_the_run_with_a_message_naming_it(tmp_path
         if process.poll() is None:
             process.kill()
     output = log.read_text()
-    assert "error: the rollout engine 1 actor died" in output, output[-3000:]
+    assert "error: the rollout_engine_1 actor died" in output, output[-3000:]
     wait_for(lambda: ray_processes() - before == set(), 60, "Ray processes to end")
 
 
@@ -224,7 +202,7 @@ def test_a_run_joins_a_cluster_started_with_ray_start(tmp_path, assets):
         result = run_to_end(write(tmp_path, config))
         assert result.returncode == 0, result.stderr[-3000:]
         assert (tmp_path / "runs" / "e2e" / "run" / "global_step_2").exists()
-        status = subprocess.run([ray_cli, "status"], capture_output=True, text=True, env=env, timeout=120)
-        assert status.returncode == 0, "the cluster keeps running after the run"
+        gcs = [p for p in psutil.process_iter(["cmdline"]) if "gcs_server" in " ".join(p.info["cmdline"] or [])]
+        assert gcs, "the cluster the run joined keeps running after it"
     finally:
         subprocess.run([ray_cli, "stop", "--force"], capture_output=True, env=env, timeout=120)

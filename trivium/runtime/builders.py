@@ -34,7 +34,7 @@ def remote_engines(handles: list[Any], engine: EngineSettings) -> list[Any]:
     """Engines hosted by Ray actors, seen through the engine interface."""
     from trivium.runtime.ray_actors import RemoteEngine
 
-    return [RemoteEngine(handle, tokenizer_path=engine.model_path, name=f"rollout engine {i}") for i, handle in enumerate(handles)]
+    return [RemoteEngine(handle, tokenizer_path=engine.model_path, name=f"rollout_engine_{i}") for i, handle in enumerate(handles)]
 
 
 def build_wrapper(wrapper: WrapperSettings, engine: Any) -> Any:

@@ -17,6 +17,7 @@ import threading
 import traceback
 from typing import Any
 
+from trivium.errors import ComponentDied, SyncTimeout, UserError
 from trivium.runtime.session import RunSession
 from trivium.runtime.stopping import stop_requested
 from trivium.trainer import checkpoint as ckpt
@@ -126,7 +127,7 @@ def run_both(session: RunSession, progress: Any = None) -> None:
                 eval_if_due(session)
         except BaseException as error:
             errors.append(error)
-            logger.error("explorer failed: %s", traceback.format_exc())
+            logger.error("explorer failed: %s", _described(error))
             stop.set()
         finally:
             _quietly(session.explorer.finish_writing, "finishing the explorer's writes")
@@ -141,7 +142,7 @@ def run_both(session: RunSession, progress: Any = None) -> None:
                     session.publish_weights(copy=True)
         except BaseException as error:
             errors.append(error)
-            logger.error("trainer failed: %s", traceback.format_exc())
+            logger.error("trainer failed: %s", _described(error))
             stop.set()
         finally:
             if not errors:
@@ -188,6 +189,13 @@ def run_explore(session: RunSession, progress: Any = None) -> None:
             eval_if_due(session)
     finally:
         explorer.finish_writing()
+
+
+def _described(error: BaseException) -> str:
+    """A known failure in one line (the CLI repeats it as the run's error); anything else with its traceback."""
+    if isinstance(error, (ComponentDied, SyncTimeout, UserError)):
+        return str(error)
+    return traceback.format_exc()
 
 
 def _quietly(action, what: str) -> None:

@@ -71,12 +71,16 @@ class ActorProxy:
         return lambda *args, **kwargs: call_actor(self.handle, self.name, method, *args, **kwargs)
 
 
-def prepare_actor_process(namespace: str, torch_threads: int | None) -> None:
-    """In a fresh actor process: share the run's queues by name, and set the compute threads."""
+def prepare_actor_process(settings: RunSettings, torch_threads: int | None) -> None:
+    """In a fresh actor process: the run's plugins, its queues shared by name, and the compute threads."""
     import ray
 
     from trivium.buffer.queue_storage import share_queues_through
+    from trivium.registry import load_plugin_dir
 
+    for directory in settings.plugin_dirs:
+        load_plugin_dir(directory)
+    namespace = settings.placement.namespace
     share_queues_through(lambda name: QueueClient(ray.get_actor(queue_actor_name(name), namespace=namespace), name))
     if torch_threads:
         torch.set_num_threads(torch_threads)
@@ -87,7 +91,7 @@ def prepare_actor_process(namespace: str, torch_threads: int | None) -> None:
 
 class ExplorerActor(ExplorerWorker):
     def __init__(self, settings: RunSettings, engine_handles: list[Any], torch_threads: int | None):
-        prepare_actor_process(settings.placement.namespace, torch_threads)
+        prepare_actor_process(settings, torch_threads)
         super().__init__(settings, engine_handles=engine_handles)
 
     def pid(self) -> int:
@@ -96,7 +100,7 @@ class ExplorerActor(ExplorerWorker):
 
 class TrainerActor(TrainerWorker):
     def __init__(self, settings: RunSettings, resume_step: int | None, torch_threads: int | None):
-        prepare_actor_process(settings.placement.namespace, torch_threads)
+        prepare_actor_process(settings, torch_threads)
         super().__init__(settings, resume_step=resume_step)
 
     def pid(self) -> int:
@@ -122,7 +126,10 @@ class EngineHost:
     def __init__(self, settings: EngineSettings, index: int, run: RunSettings, torch_threads: int | None):
         from trivium.models.engine import create_engine
         from trivium.monitor.logs import setup_component_logger
+        from trivium.registry import load_plugin_dir
 
+        for directory in run.plugin_dirs:  # a plugin engine type is importable here too
+            load_plugin_dir(directory)
         if torch_threads:
             torch.set_num_threads(torch_threads)
         self.name = f"rollout_engine_{index}"

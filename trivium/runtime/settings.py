@@ -20,6 +20,7 @@ from trivium.config.schema import PipelineConfig, StorageConfig
 from trivium.config.unused_keys import engine_options
 from trivium.config.modes import ModeTraits, traits_of
 from trivium.errors import UserError
+from trivium.registry import loaded_plugin_dirs
 from trivium.runtime.cpu_share import split_cores
 from trivium.trainer.settings import LossSettings, TrainerSettings
 
@@ -210,6 +211,7 @@ class RunSettings:
     monitor: MonitorSettings
     log: LogSettings
     trainer_input: TrainerInputSettings | None = None
+    plugin_dirs: tuple[str, ...] = ()  # --plugin-dir directories, imported by every process of the run
     # train mode reads a dataset (an SFT/DPO file, or a train-only algorithm) rather than experiences
     reads_dataset: bool = False
     total_epochs: int = 1
@@ -266,6 +268,7 @@ def build_run_settings(config: Any) -> RunSettings:
         ) if traits.trains else None,
         reads_dataset=config.mode == "train" and (storage.storage_type == "file" or _preset_trains_on_datasets(algorithm)),
         total_epochs=int(config.buffer.total_epochs),
+        plugin_dirs=loaded_plugin_dirs(),
     )
 
 

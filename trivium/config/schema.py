@@ -88,6 +88,7 @@ LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 # Why some keys of Trinity-RFT's configuration are accepted but not acted on.
 PLACEMENT = "a device count Trinity-RFT derives for Ray; trivium derives its own device split"
 ENGINE_PLACEMENT = "placement detail of Trinity-RFT's Ray engines"
+FORMAT_UNUSED = "the built-in workflows do not read it yet"
 SERVE = "Trinity-RFT's serve mode, which trivium does not have"
 
 
@@ -262,12 +263,17 @@ class FormatConfig:
     chat_template: Optional[str] = opt(None, "Chat template for this dataset; model.custom_chat_template when unset.")
     reply_prefix: Optional[str] = opt(
         None, "Text every reply starts with: appended to the chat prompt, so the model continues after it "
-        "(it is part of the prompt, not trained on)."
+        "(it is part of the prompt, not trained on).", unused=FORMAT_UNUSED,
     )
-    workflow_key: str = opt("", "Column naming each row's workflow; the taskset's workflow where empty or missing.")
-    reward_fn_key: str = opt("", "Column naming each row's reward function; the taskset's where empty or missing.")
+    workflow_key: str = opt(
+        "", "Column naming each row's workflow; the taskset's workflow where empty or missing.", unused=FORMAT_UNUSED
+    )
+    reward_fn_key: str = opt(
+        "", "Column naming each row's reward function; the taskset's where empty or missing.", unused=FORMAT_UNUSED
+    )
     enable_thinking: Optional[bool] = opt(
-        None, "enable_thinking passed to the chat template for this dataset; the model's setting when unset."
+        None, "enable_thinking passed to the chat template for this dataset; the model's setting when unset.",
+        unused=FORMAT_UNUSED,
     )
     image_key: Optional[str] = opt(
         None, "Column with images.", unsupported="multimodal inputs are not supported: engines and trainer take text only"

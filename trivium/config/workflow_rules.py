@@ -54,7 +54,7 @@ def _lookup(registry: Any, name: str, key: str, problems: list[Problem]) -> Any:
     try:
         return registry.get(name)
     except KeyError as error:  # RegistryError: names the closest match and the known ones
-        problems.append(Problem(key, str(error)))
+        problems.append(Problem(key, f"{error} A plugin of your own needs --plugin-dir DIR (the folder of its .py file)."))
         return None
 
 

@@ -52,9 +52,10 @@ def test_golden_upper_config_and_mapping_give_the_expected_trivium_dict():
 
 
 def test_precedence_through_the_loader(monkeypatch):
-    load = pytest.importorskip("trivium.config.load")
+    from trivium.config.load import load_config
+
     monkeypatch.delenv("MODEL_PATH", raising=False)
-    config = load.load_config(
+    config = load_config(
         EXAMPLES / "upper_config.yaml",
         overrides=["explorer.eval_interval=10"],
         mapping=EXAMPLES / "upper_mapping.json",
@@ -115,7 +116,6 @@ def test_missing_source_key_names_the_closest_key():
 
 
 def test_unknown_target_key_names_the_closest_valid_key():
-    pytest.importorskip("trivium.config.load")
     with pytest.raises(UserError, match="targets 'buffer.train_batchsize'.*train_batch_size"):
         apply_mapping(UPPER, {"a.train_batch_size": "buffer.train_batchsize"})
 

@@ -96,9 +96,10 @@ def test_script_variables_expand_and_environment_variables_become_references():
 
 @pytest.mark.parametrize("name, trainer_devices", [(PPO, 4), (GRPO, 6)])
 def test_converted_config_loads_and_resolves(name, trainer_devices):
-    load = pytest.importorskip("trivium.config.load")
-    resolve = pytest.importorskip("trivium.config.resolve")
-    config = resolve.resolve(load.load_config_from_dict(copy.deepcopy(converted(name).config)))
+    from trivium.config.load import load_config_from_dict
+    from trivium.config.resolve import resolve
+
+    config = resolve(load_config_from_dict(copy.deepcopy(converted(name).config)))
     assert config.buffer.batch_size == 256
     assert config.synchronizer.sync_interval == 4
     assert config.synchronizer.sync_style == "fixed"

@@ -37,7 +37,7 @@ class ExperienceOperator:
     name = "experience_operator"
 
     def process(self, experiences: list[Experience]) -> tuple[list[Experience], Metrics]:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement process(experiences)")
 
 
 @EXPERIENCE_OPERATORS.register("invalid_reward_filter")

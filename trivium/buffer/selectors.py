@@ -31,7 +31,7 @@ class TaskSelector:
 
     def select(self, position: int, count: int) -> list[int]:
         """Row indices of draws ``position .. position + count - 1``."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement select(position, count)")
 
     def update(self, index: int, pass_rate: float) -> None:
         """Feedback from rollouts; only adaptive selectors use it."""

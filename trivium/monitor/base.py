@@ -27,7 +27,7 @@ class Monitor:
     """Receives the metrics of one step. Subclasses override ``log`` and, if needed, ``close``."""
 
     def log(self, metrics: dict[str, float], step: int) -> None:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement log(metrics, step)")
 
     def close(self) -> None:
         pass

@@ -54,11 +54,11 @@ class MultiTurnEnvWorkflow(Workflow):
 
     def reset(self) -> list[dict]:
         """The episode's first messages."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement reset()")
 
     def step(self, reply: str) -> EnvStep:
         """Apply the model's reply to the environment."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement step(reply)")
 
     def episode_metrics(self) -> dict[str, float]:
         """Metrics of the finished episode (e.g. ``accuracy`` = success)."""

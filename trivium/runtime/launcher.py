@@ -58,7 +58,7 @@ def launch(config: Any, console: Any = None) -> int:
 def finish(session: RunSession) -> None:
     """Final evaluation (unless the last step just had one) and the final checkpoint."""
     explorer, trainer = session.explorer, session.trainer
-    if explorer is not None and explorer.has_eval_sets():
+    if explorer is not None and session.has_eval_sets:
         step = explorer.step()
         last_eval_step = session.eval_history[-1][0] if session.eval_history else None
         if last_eval_step != step:

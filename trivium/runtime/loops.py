@@ -37,13 +37,13 @@ def evaluate(session: RunSession, step: int) -> dict[str, float]:
 
 def startup_eval(session: RunSession) -> None:
     """Evaluate the initial model at step 0; not on a restart."""
-    if session.settings.explorer.eval_on_startup and session.explorer.has_eval_sets() and session.explorer.step() == 0:
+    if session.settings.explorer.eval_on_startup and session.has_eval_sets and session.explorer.step() == 0:
         evaluate(session, 0)
 
 
 def eval_if_due(session: RunSession) -> None:
     interval = session.settings.explorer.eval_interval
-    if interval <= 0 or not session.explorer.has_eval_sets():
+    if interval <= 0 or not session.has_eval_sets:
         return
     step = session.explorer.step()
     if step % interval == 0:

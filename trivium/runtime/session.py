@@ -52,6 +52,8 @@ class RunSession:
             if settings.traits.explores:
                 self.explorer_monitor = self._monitor("explorer")
             self.synchronizer = self._build_synchronizer()
+            # Asked at every explorer step; on Ray each question is a call to the explorer actor.
+            self.has_eval_sets = self.explorer is not None and self.explorer.has_eval_sets()
             if self.explorer is not None:
                 self._resume_explorer()
         except BaseException:

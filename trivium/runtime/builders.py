@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 from typing import Any
 
 from trivium.errors import UserError
@@ -17,10 +16,6 @@ from trivium.explorer.explorer import EvalSet, Explorer
 from trivium.explorer.runner import RunnerPool
 from trivium.models.engine.busy_clients import BusyClients
 from trivium.runtime.settings import EngineSettings, ExplorerSettings, RunSettings, WrapperSettings
-
-
-def run_dir_of(config: Any) -> Path:
-    return Path(config.checkpoint_job_dir)
 
 
 # ---------------------------------------------------------------- engines and model wrappers

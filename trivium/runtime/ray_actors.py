@@ -25,7 +25,7 @@ import torch
 from trivium.errors import ComponentDied
 from trivium.models.engine.base import InferenceEngine
 from trivium.runtime.settings import EngineSettings, RunSettings
-from trivium.runtime.workers import ExplorerWorker, TrainerWorker, load_actor_weights
+from trivium.runtime.workers import ExplorerWorker, TrainerWorker
 
 
 def queue_actor_name(buffer_name: str) -> str:
@@ -149,11 +149,6 @@ class EngineHost:
 
     def update_weights(self, state_dict, version: int) -> int:
         return self.engine.update_weights(state_dict, version)
-
-    def load_model_dir(self, model_dir: str, version: int) -> int:
-        from pathlib import Path
-
-        return self.engine.update_weights(load_actor_weights(Path(model_dir)), version)
 
     def version(self) -> int:
         return self.engine.version()

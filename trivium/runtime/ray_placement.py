@@ -18,7 +18,7 @@ import math
 import os
 from typing import Any
 
-from trivium.errors import ComponentDied, UserError
+from trivium.errors import UserError
 from trivium.runtime.ray_actors import (
     ActorProxy,
     EngineHost,
@@ -220,7 +220,7 @@ class RayPlacement:
         self._wait_all(refs, timeout, what=f"joining the weight broadcast group ({backend})")
         logger.info("weight broadcast group ready: %d processes over %s at %s:%d", world, backend, address, port)
 
-    def broadcast_weights(self, trainer: ActorProxy, update: WeightUpdate, *, timeout: float) -> dict[str, float]:
+    def broadcast_weights(self, update: WeightUpdate, *, timeout: float) -> dict[str, float]:
         refs = {"trainer": self.trainer_handle.broadcast_staged.remote(update.version)}
         for index, handle in enumerate(self.engine_handles):
             refs[f"rollout_engine_{index}"] = handle.receive_broadcast.remote(update.spec, update.version)
@@ -271,5 +271,3 @@ class RayPlacement:
         # A joined cluster keeps running; this only disconnects from it.
         ray.shutdown()
 
-
-__all__ = ["ComponentDied", "RayPlacement"]

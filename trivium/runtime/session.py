@@ -151,7 +151,7 @@ class RunSession:
         """Explorer side: load ``update`` into every engine, confirm, and run the self-check."""
         start = time.perf_counter()
         if update.is_collective:
-            metrics = self.placement.broadcast_weights(self.trainer, update, timeout=self.settings.sync.timeout)
+            metrics = self.placement.broadcast_weights(update, timeout=self.settings.sync.timeout)
         else:
             metrics = self.explorer.load_weights(update)
         served = self.explorer.served_version()

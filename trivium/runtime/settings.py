@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -512,11 +512,6 @@ def explorer_settings(config: Any, engine_threads: int | None = None) -> Explore
         wrapper=rollout_wrapper_settings(config),
         auxiliary_wrappers=auxiliary_wrapper_settings(config),
     )
-
-
-def with_model_path(settings: ExplorerSettings, model_path: str) -> ExplorerSettings:
-    """The same explorer serving another model (a checkpoint, in bench mode)."""
-    return replace(settings, rollout=replace(settings.rollout, model_path=model_path))
 
 
 # ---------------------------------------------------------------- synchronization

@@ -143,17 +143,21 @@ def test_more_rl_presets_learn_the_toy_objective(assets, tmp_path, algorithm):
     (plugins / "short_answer.py").write_text(SHORT_ANSWER_REWARD)
     config = base_config(assets, tmp_path / "runs", **{"algorithm.algorithm_type": algorithm})
     config["algorithm"]["optimizer"]["lr"] = 5e-3
-    config["buffer"]["total_steps"] = STEPS
+    steps = STEPS
     config["buffer"]["explorer_input"]["default_reward_fn_type"] = "short_answer"
     config["buffer"]["batch_size"] = 8
     if algorithm == "remax":
+        # The greedy baseline often beats the early samples on this task, so the first
+        # updates mostly push probability away; it needs a few more steps to climb.
+        steps = 20
         config["algorithm"]["repeat_times"] = 2
         config["buffer"]["batch_size"] = 16
+    config["buffer"]["total_steps"] = steps
     assert main(["run", "--config", write_config(tmp_path, config), "--plugin-dir", str(plugins)]) == 0
     records = read_metrics(tmp_path / "runs" / "e2e" / "run")
     trainer_steps = [r for r in records if r["role"] == "trainer" and "actor/pg_loss" in r]
     rewards = [r["rollout/reward_mean"] for r in records if r["role"] == "explorer" and "rollout/reward_mean" in r]
-    assert len(rewards) == STEPS and len(trainer_steps) == STEPS
+    assert len(rewards) == steps and len(trainer_steps) == steps
     assert all(r["actor/grad_norm"] == r["actor/grad_norm"] for r in trainer_steps)  # no NaN
     first, last = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
     assert last > first + 0.08, f"{algorithm}: reward {first:.3f} -> {last:.3f}"

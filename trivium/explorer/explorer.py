@@ -82,6 +82,9 @@ class Explorer:
         self.model_version = model_version
         self.logger = logger or logging.getLogger("trivium.explorer")
         self.state = ExplorerState()
+        # The position after the last step whose experiences were all written: what a
+        # checkpoint records. ``state`` runs ahead of it while a step is under way.
+        self._committed: dict[str, Any] = self._current_state()
         self.stall_watch = StallWatch(max_failed_steps=max_failed_steps)
 
     # ------------------------------------------------------------------ one step
@@ -109,6 +112,7 @@ class Explorer:
         version = self.model_version()
         for exp in experiences:
             exp.model_version = version
+            exp.explore_step = self.state.step
         if self.greedy_baseline and experiences:
             self.add_greedy_baselines(tasks, experiences)
         if self.teacher is not None and experiences:
@@ -121,6 +125,7 @@ class Explorer:
         if experiences:
             self.writer.write(experiences)
         self.state.failed_tasks += sum(not r.ok for r in results)
+        self._committed = self._current_state()
         metrics = rollout_metrics(results, experiences, time.perf_counter() - start)
         metrics.update({f"pipeline/{k}": v for k, v in pipeline_metrics.items()})
         metrics["explorer/step"] = float(self.state.step)
@@ -200,6 +205,11 @@ class Explorer:
 
     # ------------------------------------------------------------------ resume
     def state_dict(self) -> dict[str, Any]:
+        """The position after the last finished step: every experience of steps up to
+        ``step`` is in the buffer, none of a later step is. Safe to call while a step runs."""
+        return dict(self._committed)
+
+    def _current_state(self) -> dict[str, Any]:
         reader_state = self.taskset_reader.state_dict() if hasattr(self.taskset_reader, "state_dict") else {}
         return {"step": self.state.step, "failed_tasks": self.state.failed_tasks, "taskset": reader_state}
 
@@ -208,6 +218,7 @@ class Explorer:
         self.state.failed_tasks = int(state.get("failed_tasks", 0))
         if state.get("taskset") and hasattr(self.taskset_reader, "load_state_dict"):
             self.taskset_reader.load_state_dict(state["taskset"])
+        self._committed = self._current_state()
 
 
 def _brief(metrics: dict[str, float]) -> str:

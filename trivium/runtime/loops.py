@@ -87,7 +87,7 @@ def run_colocate(session: RunSession, progress: Any = None) -> None:
     sync = session.synchronizer
     batch_size = session.settings.train_batch_size
     startup_eval(session)
-    pending = 0  # rollouts written and not yet trained on
+    pending = session.restored_unread  # rollouts written and not yet trained on
     while not training_done(session):
         metrics = explore_once(session, progress)
         if metrics is None:

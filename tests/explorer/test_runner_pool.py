@@ -150,3 +150,42 @@ def test_a_step_of_workflows_reaches_the_engine_as_one_call(tiny_model_dir):
     assert all(r.ok for r in results) and wrapper._batcher.calls <= 1 + 3
     wrapper.close()
     pool.shutdown()
+
+
+def test_a_workflow_spinning_past_its_timeout_is_stopped_and_frees_the_cpu():
+    import threading
+    import time
+
+    from trivium.explorer.runner import WorkflowTimeout, call_with_timeout, stuck_workflows
+
+    spinning = threading.Event()
+
+    def spin():
+        spinning.set()
+        count = 0
+        while True:  # pure Python: the stop request lands at the next instruction
+            count += 1
+
+    started = time.monotonic()
+    with pytest.raises(WorkflowTimeout, match="did not finish within 1s; it was stopped"):
+        call_with_timeout(spin, 1.0)
+    assert spinning.is_set() and time.monotonic() - started < 4
+    assert not [t for t in threading.enumerate() if t.name == "workflow-attempt"]
+    assert stuck_workflows() == 0
+
+
+def test_a_workflow_blocked_in_native_code_is_counted_as_stuck_until_it_returns():
+    import time
+
+    from trivium.explorer import runner
+    from trivium.explorer.runner import WorkflowTimeout, call_with_timeout, stuck_workflows
+
+    runner.CANCEL_GRACE_SECONDS, grace = 0.2, runner.CANCEL_GRACE_SECONDS
+    try:
+        with pytest.raises(WorkflowTimeout, match="blocked in native code"):
+            call_with_timeout(lambda: time.sleep(2.0), 0.5)  # time.sleep does not run Python code
+        assert stuck_workflows() == 1
+        time.sleep(2.0)
+        assert stuck_workflows() == 0
+    finally:
+        runner.CANCEL_GRACE_SECONDS = grace

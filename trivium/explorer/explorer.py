@@ -26,7 +26,7 @@ from trivium.algorithm.advantages import ADVANTAGE_FNS, computed_by_explorer, re
 from trivium.buffer.base import BufferExhausted
 from trivium.core.experience import Experience, episode_index
 from trivium.explorer.metrics import eval_metrics, rollout_metrics
-from trivium.explorer.runner import RunnerPool, raise_if_all_misconfigured, split_units
+from trivium.explorer.runner import RunnerPool, raise_if_all_misconfigured, split_units, stuck_workflows
 from trivium.explorer.stall import StallWatch
 
 
@@ -131,6 +131,7 @@ class Explorer:
         metrics["explorer/step"] = float(self.state.step)
         metrics["explorer/model_version"] = float(version)
         metrics["rollout/failed_tasks_total"] = float(self.state.failed_tasks)
+        metrics["rollout/stuck_workflows"] = float(stuck_workflows())
         self.logger.info("explore step %d: %s", self.state.step, _brief(metrics))
         return metrics
 

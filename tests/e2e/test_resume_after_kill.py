@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -152,3 +153,32 @@ def test_a_resumed_sft_run_reads_on_in_the_dataset_instead_of_starting_it_again(
     assert list(resumed) == [1, 2, 3, 4]
     assert [[s[0] for s in resumed[step]] for step in resumed] == [[s[0] for s in straight[step]] for step in straight]
     assert duplicated_samples(resumed) == []
+
+
+@pytest.mark.slow
+def test_resume_at_an_epoch_boundary_trains_the_next_epoch_and_after_the_end_trains_nothing(assets, tmp_path):
+    small = tmp_path / "data"
+    small.mkdir()
+    rows = (Path(assets["data"]) / "train.jsonl").read_text().splitlines()[:16]
+    (small / "train.jsonl").write_text("\n".join(rows) + "\n")
+    config = base_config(dict(assets, data=str(small)), tmp_path / "runs", continue_from_checkpoint=True)
+    config["buffer"].update(total_steps=None, total_epochs=2)  # 16 rows, 4 a step: 4 steps an epoch
+    config["algorithm"]["repeat_times"] = 2
+    config["trainer"]["save_interval"] = 4
+    config_path = write_config(tmp_path, config)
+    run_dir = tmp_path / "runs" / "e2e" / "run"
+    command = [sys.executable, "-m", "trivium.cli.main", "run", "--config", config_path]
+    _kill_when(command, lambda: (run_dir / "global_step_4" / "actor" / "trainer_state.json").exists(), "the epoch's checkpoint")
+
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    lineage = trained_lineage(run_dir)
+    assert list(lineage) == list(range(1, 9)) and duplicated_samples(lineage) == []
+    epochs = {task_id.split(":")[2] for samples in list(lineage.values())[4:] for task_id, *_ in samples}
+    assert epochs == {"1"}, "the steps after the boundary read the second epoch"
+
+    trail = run_dir / "log" / "trained_samples.jsonl"
+    lines = len(trail.read_text().splitlines())
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert len(trail.read_text().splitlines()) == lines, "a finished run started again trains nothing"

@@ -20,6 +20,7 @@ from trivium.config.modes import MODE_TRAITS, traits_of
 from trivium.config.schema import TriviumConfig
 from trivium.config.taskset_size import count_rows
 from trivium.config.typecheck import check_values
+from trivium.serve.config_rules import check_serve_mode
 
 
 
@@ -279,7 +280,7 @@ def _engines_and_trainer(config: TriviumConfig, problems: list[Problem]) -> None
 
 RULES: list[Callable[[TriviumConfig, list[Problem]], None]] = [
     _required, _ranges, _token_limits, check_algorithm, _data, _devices, _sync, _engines_and_trainer,
-    unsupported_key_problems, check_workflows,
+    unsupported_key_problems, check_workflows, check_serve_mode,
 ]
 
 

@@ -155,10 +155,10 @@ def test_feedback_twice_is_a_409_and_a_rewarded_session_takes_no_more_turns(open
     assert after_commit.value.status == 409 and "committed already" in str(after_commit.value)
 
 
-def test_commit_with_nothing_rewarded_is_a_200_with_zero_counts(openai_client, client, fresh):
+def test_commit_with_nothing_rewarded_is_a_200_with_zero_counts(openai_client, server, fresh):
     chat(openai_client, "not-yet-rewarded", QUESTION)
     openai_client.chat.completions.create(model="policy", messages=QUESTION, max_tokens=2)  # no session: not recorded
-    response = httpx.post(client._http.base_url.join("/commit"), json={})
+    response = httpx.post(f"{server.removesuffix('/v1')}/commit")  # no body at all
     assert response.status_code == 200
     assert response.json() == {"sessions": 0, "experiences": 0, "model_version": 0}
     assert fresh == []

@@ -442,7 +442,11 @@ def create_app(engine: InferenceEngine, model_name: str = "trivium", model_path:
 
     if sessions is not None:
         post("/feedback", service.feedback)
-        post("/commit", service.commit)
+
+        def commit(body: dict | None = None) -> dict:  # the body may be left out
+            return service.commit(body or {})
+
+        app.post("/commit")(commit)
     app.router.on_shutdown.append(service.close)
     return app
 

@@ -177,6 +177,22 @@ def test_malformed_feedback_is_a_400_naming_the_field(server):
         assert response.status_code == 400 and message in response.json()["error"]["message"], body
 
 
+def test_malformed_session_requests_are_a_400_and_record_nothing(server, fresh):
+    root = server.removesuffix("/v1")
+    cases = [
+        ({"max_tokens": 0}, "`max_tokens` must be a positive integer"),
+        ({"temperature": -1}, "temperature must be >= 0"),
+        ({"stop": ["\n"]}, "`stop` is not supported in recorded sessions"),
+        ({"n": 100}, "n=100 is over this server's limit"),
+        ({"temperature": "hot"}, "`temperature` must be a number"),
+    ]
+    for extra, message in cases:
+        response = httpx.post(f"{root}/v1/chat/completions", headers={SESSION_HEADER: "malformed"},
+                              json={"model": "policy", "messages": QUESTION, **extra})
+        assert response.status_code == 400 and message in response.json()["error"]["message"], extra
+    assert httpx.post(f"{root}/feedback", json={"session_id": "malformed", "reward": 1}).status_code == 404
+
+
 def test_every_response_carries_the_served_model_version(engine, openai_client, server):
     root = server.removesuffix("/v1")
     state = {name: tensor.clone() for name, tensor in engine.model.state_dict().items()}

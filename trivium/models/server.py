@@ -125,6 +125,8 @@ def session_rollout_args(body: dict[str, Any]) -> dict[str, Any]:
     for key, value in args.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise BadRequest(f"`{key}` must be a number, got {value!r}")
+    if "max_tokens" in args and (not isinstance(args["max_tokens"], int) or args["max_tokens"] < 1):
+        raise BadRequest(f"`max_tokens` must be a positive integer, got {args['max_tokens']!r}")
     return args
 
 

@@ -17,6 +17,8 @@ import pytest
 
 from trivium.cli.main import main
 from trivium.models.server import free_port
+from trivium.runtime import stopping
+from trivium.trainer import checkpoint as ckpt
 
 from .conftest import read_metrics, write_config
 
@@ -91,16 +93,20 @@ def wait_for_newer_weights(root: str, version: int, run: threading.Thread, timeo
         time.sleep(0.1)
 
 
+def start_run(config: dict, tmp_path) -> tuple[threading.Thread, list[int]]:
+    """``trivium run`` in a thread of this process; its exit code lands in the list."""
+    exit_codes: list[int] = []
+    path = write_config(tmp_path, config)
+    run = threading.Thread(target=lambda: exit_codes.append(main(["run", "--config", path])), daemon=True)
+    run.start()
+    return run, exit_codes
+
+
 @pytest.mark.slow
 def test_serve_mode_trains_on_rewarded_sessions_and_serves_the_new_weights(assets, tmp_path):
     port = free_port()
     root = f"http://127.0.0.1:{port}"
-    exit_codes: list[int] = []
-    run = threading.Thread(
-        target=lambda: exit_codes.append(main(["run", "--config", write_config(tmp_path, serve_config(assets, tmp_path / "runs", port))])),
-        daemon=True,
-    )
-    run.start()
+    run, exit_codes = start_run(serve_config(assets, tmp_path / "runs", port), tmp_path)
     wait_until_up(root, run)
     client = openai.OpenAI(base_url=f"{root}/v1", api_key="unused", max_retries=0)
     rng = random.Random(0)
@@ -122,3 +128,34 @@ def test_serve_mode_trains_on_rewarded_sessions_and_serves_the_new_weights(asset
     assert last > first + 0.08, f"reward {first:.3f} -> {last:.3f}: {rewards}"
     committed = [r for r in records if r["role"] == "explorer" and "serve/sessions" in r]
     assert [r["explorer/step"] for r in committed] == list(range(1, STEPS + 1))
+
+
+@pytest.mark.slow
+def test_a_stop_request_ends_a_serve_run_that_waits_for_sessions(assets, tmp_path):
+    port = free_port()
+    root = f"http://127.0.0.1:{port}"
+    config = serve_config(assets, tmp_path / "runs", port)
+    config["buffer"]["train_batch_size"] = 4
+    config["trainer"]["total_steps"] = 100
+    run, exit_codes = start_run(config, tmp_path)
+    try:
+        wait_until_up(root, run)
+        client = openai.OpenAI(base_url=f"{root}/v1", api_key="unused", max_retries=0)
+        for index in range(4):
+            session = {"X-Session-Id": f"episode-{index}"}
+            client.chat.completions.create(model="policy", messages=[{"role": "user", "content": "Hi"}],
+                                           extra_headers=session)
+            httpx.post(f"{root}/feedback", json={"session_id": f"episode-{index}", "reward": index / 4})
+        client.chat.completions.create(model="policy", messages=[{"role": "user", "content": "Hi"}],
+                                       extra_headers={"X-Session-Id": "left-open"})
+        assert httpx.post(f"{root}/commit").json()["sessions"] == 4
+        wait_for_newer_weights(root, 0, run)
+        # The trainer now waits for a second batch that never comes; a stop request ends the run.
+        stopping.request_stop("the test is done")
+        run.join(timeout=60)
+        assert not run.is_alive() and exit_codes == [0]
+        assert ckpt.latest_checkpoint(tmp_path / "runs" / "e2e" / "serve") == 1
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{root}/health")
+    finally:
+        stopping.reset()

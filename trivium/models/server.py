@@ -282,7 +282,7 @@ class EngineService:
         """A chat turn of a recorded session: sampled through the session recorder, token-exact."""
         if self.sessions is None:
             raise BadRequest(f"this server records no sessions (serve mode does); drop the {SESSION_HEADER} header")
-        n = body.get("n") or 1
+        n = 1 if body.get("n") is None else body["n"]
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise BadRequest(f"`n` must be a positive integer, got {n!r}")
         check_samples(prompts=1, n=n, limits=self.limits)

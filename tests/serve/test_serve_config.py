@@ -64,3 +64,29 @@ def test_a_file_experience_buffer_is_refused(tiny_model_dir, tmp_path):
     data["buffer"]["trainer_input"]["experience_buffer"] = {"name": "x", "storage_type": "file", "path": str(tmp_path)}
     with pytest.raises(ConfigError, match="buffer.trainer_input.experience_buffer.storage_type"):
         checked(data)
+
+
+def test_the_serve_example_is_a_valid_serve_run(tiny_model_dir, tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from trivium.config.prepare import prepare
+
+    monkeypatch.setenv("TRIVIUM_MODEL_PATH", tiny_model_dir)
+    monkeypatch.setenv("TRIVIUM_CHECKPOINT_ROOT_DIR", str(tmp_path))
+    (stage,) = prepare(str(Path(__file__).resolve().parents[2] / "examples" / "serve.yaml"))
+    settings = build_run_settings(stage.config)
+    assert settings.traits.serves_api and settings.explorer.serve.listen_address == "127.0.0.1"
+    assert settings.trainer.total_steps == 12 and settings.train_batch_size == 32
+
+
+def test_keys_without_effect_in_the_mode_are_noted(tiny_model_dir, tmp_path):
+    data = serve_config(tiny_model_dir, tmp_path, explorer={"proxy_port": 9000})
+    data["mode"] = "both"
+    data["buffer"]["explorer_input"] = {"taskset": {"name": "t", "path": str(tmp_path), "storage_type": "file"}}
+    (tmp_path / "train.jsonl").write_text('{"question": "1+1", "answer": "2"}\n')
+    notes = validate(resolve(load_config_from_dict(data)))
+    assert any(n.key == "explorer.proxy_port" and "read only in mode: serve" in n.message for n in notes)
+    data["mode"] = "serve"
+    notes = validate(resolve(load_config_from_dict(data)))
+    assert any(n.key == "buffer.explorer_input.tasksets" and "reads no training taskset" in n.message for n in notes)
+    assert not any(n.key == "explorer.proxy_port" for n in notes)

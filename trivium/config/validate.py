@@ -20,7 +20,7 @@ from trivium.config.modes import MODE_TRAITS, traits_of
 from trivium.config.schema import TriviumConfig
 from trivium.config.taskset_size import count_rows
 from trivium.config.typecheck import check_values
-from trivium.serve.config_rules import check_serve_mode
+from trivium.serve.config_rules import check_serve_mode, serve_notes
 
 
 
@@ -325,5 +325,6 @@ def suggestions(config: TriviumConfig) -> list[Suggestion]:
         advice.append(Suggestion("model.lora_configs", "ignored because model.tinker.enable is true", "note"))
     advice += algorithm_notes(config)
     advice += workflow_notes(config)
+    advice += serve_notes(config)
     advice += memory_suggestions(config)
     return advice

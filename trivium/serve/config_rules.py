@@ -2,15 +2,17 @@
 
 Serve mode has no tasks: its experiences are outside applications' rewarded sessions, and
 its weights move to the served engine every ``synchronizer.sync_interval`` trainer steps.
-Settings that need tasks, or another process, or another sync policy are refused here.
+Settings that need tasks, or another process, or another sync policy are refused here;
+keys that only one side reads (the API's address outside serve mode, training tasksets in
+it) are noted.
 """
 
 from __future__ import annotations
 
 from trivium.algorithm.presets import PRESETS
-from trivium.config.errors import Problem
+from trivium.config.errors import Problem, Suggestion
 from trivium.config.modes import MODE_TRAITS
-from trivium.config.schema import TriviumConfig
+from trivium.config.schema import ExplorerConfig, TriviumConfig
 
 
 def check_serve_mode(config: TriviumConfig, problems: list[Problem]) -> None:
@@ -52,3 +54,24 @@ def check_serve_mode(config: TriviumConfig, problems: list[Problem]) -> None:
             "synchronizer.sync_offset",
             f"mode '{mode}' has no explorer steps to run ahead of the trainer; set it to 0",
         ))
+
+
+def serve_notes(config: TriviumConfig) -> list[Suggestion]:
+    """Keys set where they have no effect: the API's address outside serve mode, tasksets in it."""
+    traits = MODE_TRAITS.get(config.mode)
+    if traits is None:
+        return []
+    if not traits.serves_api:
+        defaults = ExplorerConfig()
+        return [
+            Suggestion(f"explorer.{key}", f"is read only in mode: serve (this run's mode is '{config.mode}')", "note")
+            for key in ("proxy_port", "listen_address")
+            if getattr(config.explorer, key) != getattr(defaults, key)
+        ]
+    if config.buffer.explorer_input.tasksets:
+        return [Suggestion(
+            "buffer.explorer_input.tasksets",
+            f"mode '{config.mode}' trains on served sessions and reads no training taskset (eval tasksets are used)",
+            "note",
+        )]
+    return []

@@ -22,6 +22,7 @@ import itertools
 import logging
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,8 @@ from trivium.models.server_guard import BadRequest, HTTPProblem
 logger = logging.getLogger("trivium.serve")
 
 MAX_SESSION_ID_CHARS = 200
+# Committed session ids remembered to answer a late feedback with 409; older ones get 404.
+REMEMBERED_COMMITTED_IDS = 100_000
 
 
 class SessionNotFound(HTTPProblem):
@@ -118,7 +121,7 @@ class SessionRecorder:
         self.on_commit = on_commit
         self.version = version or wrappers[0].engine.version
         self._sessions: dict[str, Session] = {}
-        self._committed: set[str] = set()
+        self._committed: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()  # the session table
         self._commit_lock = threading.Lock()  # one commit at a time, in order
         self._next_wrapper = itertools.count()
@@ -199,7 +202,9 @@ class SessionRecorder:
                 rewarded = [s for s in self._sessions.values() if s.rewarded]
                 for session in rewarded:
                     del self._sessions[session.session_id]
-                    self._committed.add(session.session_id)
+                    self._committed[session.session_id] = None
+                while len(self._committed) > REMEMBERED_COMMITTED_IDS:
+                    self._committed.popitem(last=False)
             if not rewarded:
                 return {"sessions": 0, "experiences": 0, "model_version": self.version()}
             self._commits += 1

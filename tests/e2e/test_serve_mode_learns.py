@@ -34,12 +34,14 @@ def serve_config(assets: dict, run_root, port: int) -> dict:
     return {
         "project": "e2e", "name": "serve", "mode": "serve", "checkpoint_root_dir": str(run_root),
         "continue_from_checkpoint": False, "seed": 0,
-        "model": {"model_path": assets["model"], "max_prompt_tokens": 32, "max_response_tokens": 8, "max_model_len": 40},
+        "model": {"model_path": assets["model"], "max_prompt_tokens": 32, "max_response_tokens": 8,
+                  "max_model_len": 40},
         "cluster": {"gpu_per_node": 0, "placement": "process"},
         "algorithm": {"algorithm_type": "grpo", "repeat_times": GROUP_SIZE, "optimizer": {"lr": 5e-3}},
         "buffer": {
             "batch_size": GROUPS, "train_batch_size": GROUPS * GROUP_SIZE,
-            "trainer_input": {"experience_buffer": {"name": "served", "storage_type": "queue", "max_read_timeout": 120}},
+            "trainer_input": {"experience_buffer": {"name": "served", "storage_type": "queue",
+                                                    "max_read_timeout": 120}},
         },
         "explorer": {"proxy_port": port},
         "trainer": {"total_steps": STEPS, "use_dynamic_bsz": False, "ppo_micro_batch_size_per_gpu": 16,
@@ -67,10 +69,12 @@ def play_round(client: openai.OpenAI, root: str, rng: random.Random) -> tuple[fl
         session_id = uuid.uuid4().hex
         question = questions[index // GROUP_SIZE]
         completion = client.chat.completions.create(
-            model="policy", messages=[{"role": "user", "content": question}], extra_headers={"X-Session-Id": session_id},
+            model="policy", messages=[{"role": "user", "content": question}],
+            extra_headers={"X-Session-Id": session_id},
         )
         reward = short_answer(completion.choices[0].message.content)
-        feedback = httpx.post(f"{root}/feedback", json={"session_id": session_id, "reward": reward, "group_id": question})
+        feedback = httpx.post(f"{root}/feedback",
+                              json={"session_id": session_id, "reward": reward, "group_id": question})
         assert feedback.status_code == 200, feedback.text
         return reward, completion.model_extra["model_version"]
 

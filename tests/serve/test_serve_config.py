@@ -13,7 +13,8 @@ def serve_config(tiny_model_dir, tmp_path, **sections) -> dict:
         "model": {"model_path": tiny_model_dir, "max_prompt_tokens": 16, "max_response_tokens": 8},
         "cluster": {"gpu_per_node": 0},
         "algorithm": {"algorithm_type": "grpo", "repeat_times": 4},
-        "buffer": {"batch_size": 2, "trainer_input": {"experience_buffer": {"name": "served", "storage_type": "queue"}}},
+        "buffer": {"batch_size": 2,
+                   "trainer_input": {"experience_buffer": {"name": "served", "storage_type": "queue"}}},
         "trainer": {"total_steps": 3},
     }
     for name, values in sections.items():

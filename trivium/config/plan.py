@@ -97,10 +97,9 @@ def explain(config: TriviumConfig) -> Plan:
     # Serve mode's experiences come from outside applications' sessions, not from tasks.
     explores = mode in EXPLORING_MODES and not serves
     trains = mode in TRAINING_MODES
-    serve_lines = [
-        f"serves the policy at http://{config.explorer.listen_address}:{config.explorer.proxy_port}/v1 "
-        "(OpenAI-compatible); committed sessions feed the trainer"
-    ] if serves else []
+    address = f"http://{config.explorer.listen_address}:{config.explorer.proxy_port}/v1"
+    serve_line = f"serves the policy at {address} (OpenAI-compatible); committed sessions feed the trainer"
+    serve_lines = [serve_line] if serves else []
     plan = Plan(
         title=f"run {config.project}/{config.name} -> {config.checkpoint_job_dir}",
         mode=mode,

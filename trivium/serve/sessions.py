@@ -243,7 +243,9 @@ def experiences_of(sessions: list[Session], *, default_group: str) -> list[Exper
     return experiences
 
 
-def commit_metrics(sessions: list[Session], experiences: list[Experience], pipeline: dict[str, float]) -> dict[str, float]:
+def commit_metrics(
+    sessions: list[Session], experiences: list[Experience], pipeline: dict[str, float]
+) -> dict[str, float]:
     rewards = [s.reward for s in sessions]
     lengths = [int(e.action_mask.sum()) for e in experiences]
     metrics = {

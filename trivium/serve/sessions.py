@@ -135,18 +135,18 @@ class SessionRecorder:
         """Sample ``n`` replies for ``session_id`` and record them."""
         check_session_id(session_id)
         with self._lock:
-            self._refuse_if_closed(session_id)
+            self._refuse_if_final(session_id)
             session = self._sessions.get(session_id)
             wrapper = session.wrapper if session is not None else self._pick_wrapper()
         turns = wrapper.chat_turns(messages, n, tools=tools, **rollout_args)
         with self._lock:
-            self._refuse_if_closed(session_id)
+            self._refuse_if_final(session_id)
             session = self._sessions.setdefault(session_id, Session(session_id, wrapper))
             for experience, _ in turns:
                 session.record(experience)
         return [_served(experience, message) for experience, message in turns]
 
-    def _refuse_if_closed(self, session_id: str) -> None:
+    def _refuse_if_final(self, session_id: str) -> None:
         if session_id in self._committed:
             raise SessionConflict(f"session {session_id!r} was committed already; start a new session id")
         session = self._sessions.get(session_id)

@@ -115,13 +115,7 @@ class Explorer:
             exp.explore_step = self.state.step
         if self.greedy_baseline and experiences:
             self.add_greedy_baselines(tasks, experiences)
-        if self.teacher is not None and experiences:
-            self.add_teacher_logprobs(experiences)
-        if self.group_advantages:
-            self.compute_group_advantages(experiences)
-        pipeline_metrics: dict[str, float] = {}
-        if self.experience_pipeline is not None and experiences:
-            experiences, pipeline_metrics = self.experience_pipeline.process(experiences)
+        experiences, pipeline_metrics = self.prepare_for_training(experiences)
         if experiences:
             self.writer.write(experiences)
         self.state.failed_tasks += sum(not r.ok for r in results)
@@ -134,6 +128,17 @@ class Explorer:
         metrics["rollout/stuck_workflows"] = float(stuck_workflows())
         self.logger.info("explore step %d: %s", self.state.step, _brief(metrics))
         return metrics
+
+    def prepare_for_training(self, experiences: list[Experience]) -> tuple[list[Experience], dict[str, float]]:
+        """Rewarded experiences made ready for the buffer: teacher logprobs and group advantages
+        when the algorithm asks, then the experience pipeline; returns them and the pipeline's metrics."""
+        if self.teacher is not None and experiences:
+            self.add_teacher_logprobs(experiences)
+        if self.group_advantages:
+            self.compute_group_advantages(experiences)
+        if self.experience_pipeline is not None and experiences:
+            return self.experience_pipeline.process(experiences)
+        return experiences, {}
 
     def compute_group_advantages(self, experiences: list[Experience]) -> None:
         """Group-based advantages need every sample of a task; a step holds whole groups."""

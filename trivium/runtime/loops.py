@@ -5,6 +5,8 @@
   the synchronizer decides when the explorer waits for new weights.
 - ``train``: the trainer alone, from the experience buffer or a dataset (sft, dpo).
 - ``explore``: the explorer alone; it picks up newer checkpoints from the run directory.
+- ``serve``: in ``trivium.serve.loop``: the policy served over HTTP to outside applications
+  while the trainer learns from their rewarded sessions.
 
 The loops call the session and its two workers only. The workers are local objects or Ray
 actors (``trivium.runtime.ray_placement``); the loop code is the same.

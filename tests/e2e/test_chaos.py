@@ -242,3 +242,33 @@ def test_a_corrupt_latest_checkpoint_is_refused_and_the_previous_one_used(assets
         "; ".join(problems) or "refused with its reason, resumed from the previous checkpoint (step 2), steps 3-6 trained",
     )
     assert not problems, problems
+
+
+@pytest.mark.slow
+def test_a_buffer_database_locked_by_another_writer_slows_the_run_but_loses_nothing(assets, tmp_path):
+    import sqlite3
+
+    config = chain_config(assets, tmp_path, "both", "sql")
+    config["buffer"]["total_steps"] = 6
+    config["continue_from_checkpoint"] = False
+    run_dir = tmp_path / "runs" / "e2e" / "run"
+    process = subprocess.Popen(run_command(write_config(tmp_path, config)), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while not trained_lineage(run_dir):
+        assert process.poll() is None and time.time() < deadline, "no trainer step in time"
+        time.sleep(0.05)
+    other = sqlite3.connect(tmp_path / "buffer.db", timeout=30)
+    other.execute("BEGIN EXCLUSIVE")  # another program writing: every reader and writer must wait
+    time.sleep(5.0)
+    other.rollback()
+    other.close()
+    returncode = process.wait(300)
+    problems = lineage_problems(run_dir, total_steps=6, samples_per_step=BATCH * REPEAT)
+    if returncode != 0:
+        problems.append(f"exit code {returncode}: {process.stderr.read()[-400:]}")
+    REPORT.add(
+        "buffer database locked (`both`, sql)", "an exclusive SQLite lock held 5 s by another process", not problems,
+        "; ".join(problems) or "the explorer and trainer waited for the lock; all 6 steps trained, no sample lost or twice",
+    )
+    assert not problems, problems

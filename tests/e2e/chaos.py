@@ -54,7 +54,7 @@ def kill_and_resume(command: list[str], run_dir: Path, *, kills: int, rng: rando
 
     Each kill lands at a seeded random moment measured in the start's own progress, so the
     points spread the same way on a fast or a loaded machine: during start-up (0.5-6 s after
-    launch), or 0-1.5 s after the start's 1st to 4th trained step (mid-step, mid-checkpoint,
+    launch), or 0-0.5 s after the start's 1st to 4th trained step (mid-step, mid-checkpoint,
     mid-sync, between steps), never its last step, so that the kill lands before the run ends.
     """
     result = ChainResult()
@@ -69,7 +69,7 @@ def kill_and_resume(command: list[str], run_dir: Path, *, kills: int, rng: rando
                 finished = _wait(process, float(moment.split("s")[0]))
             else:
                 left = total_steps - (ckpt.latest_checkpoint(run_dir) or 0)
-                steps, jitter = rng.randint(1, max(1, min(4, left - 2))), rng.uniform(0.0, 1.5)
+                steps, jitter = rng.randint(1, max(1, min(4, left - 3))), rng.uniform(0.0, 0.5)
                 moment = f"{jitter:.1f}s after its step {steps}"
                 finished = _wait(process, timeout, until=lambda: len(_trail_lines(run_dir)) - lines_before >= steps)
                 finished = finished or _wait(process, jitter)

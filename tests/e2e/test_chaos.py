@@ -272,3 +272,99 @@ def test_a_buffer_database_locked_by_another_writer_slows_the_run_but_loses_noth
         "; ".join(problems) or "the explorer and trainer waited for the lock; all 6 steps trained, no sample lost or twice",
     )
     assert not problems, problems
+
+
+FLAKY_ENGINE_PLUGIN = textwrap.dedent(
+    """
+    import time
+
+    from trivium.models.engine import ENGINES
+
+    STALL_SYNC_AT_VERSION = int(__import__("os").environ.get("CHAOS_STALL_SYNC_AT", "0"))
+
+
+    class FlakyEngine:
+        '''The hf engine, except that some generate calls raise or stall, and one weight load stalls.'''
+
+        def __init__(self, inner):
+            self.inner = inner
+            self.calls = self.raised = 0
+            self.poisoned = None
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def generate(self, prompts, params):
+            self.calls += 1
+            # One prompt fails its first two calls: the merged call, then the call the batcher
+            # retries it in on its own, so the workflow's attempt sees the error.
+            if self.calls == 2:
+                self.poisoned = list(prompts[0])
+            if self.poisoned in [list(p) for p in prompts] and self.raised < 2:
+                self.raised += 1
+                raise RuntimeError("injected: CUDA out of memory")
+            if self.calls == 6:
+                time.sleep(25)  # longer than max_timeout
+            return self.inner.generate(prompts, params)
+
+        def update_weights(self, state_dict, version):
+            if version == STALL_SYNC_AT_VERSION:
+                time.sleep(3600)
+            return self.inner.update_weights(state_dict, version)
+
+
+    def create(model_path=None, **kwargs):
+        return FlakyEngine(ENGINES.get("hf")(model_path=model_path, **kwargs))
+    """
+)
+
+
+def _flaky_engine_run(assets, tmp_path, *, stall_sync_at: int, steps: int):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "flaky_engine.py").write_text(FLAKY_ENGINE_PLUGIN)
+    config = base_config(assets, tmp_path / "runs")
+    config["buffer"]["total_steps"] = steps
+    config["explorer"].update(max_timeout=20, max_retry_times=2)
+    config["explorer"]["rollout_model"] = {"engine_type": "flaky_engine:create"}
+    config["synchronizer"]["sync_timeout"] = 15
+    env = dict(os.environ, CHAOS_STALL_SYNC_AT=str(stall_sync_at))
+    started = time.monotonic()
+    completed = subprocess.run(run_command(write_config(tmp_path, config), "--plugin-dir", str(plugins)),
+                               capture_output=True, text=True, timeout=400, env=env)
+    return completed, time.monotonic() - started, tmp_path / "runs" / "e2e" / "run"
+
+
+@pytest.mark.slow
+def test_engine_calls_that_raise_or_stall_are_retried_and_the_run_finishes(assets, tmp_path):
+    completed, _, run_dir = _flaky_engine_run(assets, tmp_path, stall_sync_at=0, steps=4)
+    problems = []
+    if completed.returncode != 0:
+        problems.append(f"exit code {completed.returncode}: {completed.stderr[-600:]}")
+    log = "".join(path.read_text() for path in (run_dir / "log").glob("explorer*.log"))
+    if "injected: CUDA out of memory" not in log or "did not finish within" not in log:
+        problems.append("the engine's failures are not in the explorer's logs")
+    if list(trained_lineage(run_dir)) != [1, 2, 3, 4]:
+        problems.append(f"trained steps {list(trained_lineage(run_dir))}")
+    REPORT.add(
+        "engine faults (`colocate`)", "generate raises twice for one prompt, one call stalls 25 s (max_timeout 20 s)", not problems,
+        "; ".join(problems) or "the failed and timed-out attempts were retried and logged; all 4 steps trained",
+    )
+    assert not problems, problems
+
+
+@pytest.mark.slow
+def test_a_weight_sync_that_stalls_ends_the_run_with_a_message_not_a_hang(assets, tmp_path):
+    completed, seconds, _ = _flaky_engine_run(assets, tmp_path, stall_sync_at=2, steps=4)
+    problems = []
+    if completed.returncode == 0:
+        problems.append("the run exited 0")
+    message = completed.stderr
+    if "weight version 2" not in message or "sync_timeout" not in message or "explorer at step" not in message:
+        problems.append(f"the error does not name the version, step and setting: {message[-600:]}")
+    REPORT.add(
+        "weight sync stalls (`colocate`)", "the engine never confirms version 2 (sync_timeout 15 s)", not problems,
+        "; ".join(problems) or f"stopped after {seconds:.0f} s with exit {completed.returncode}: "
+        + next((line for line in message.splitlines() if "weight version 2" in line), "").strip()[:160],
+    )
+    assert not problems, problems

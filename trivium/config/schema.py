@@ -379,7 +379,10 @@ class BufferConfig:
 
 @dataclass
 class InferenceModelConfig:
-    engine_type: str = opt("hf", "Inference backend ('hf' runs everywhere).", ENGINE_TYPES)
+    engine_type: str = opt(
+        "hf", "Inference backend ('hf' runs everywhere), or a plugin engine factory as pkg.module:Name.",
+        ENGINE_TYPES, dotted_path=True,
+    )
     engine_num: int = opt(1, "Number of engines.")
     tensor_parallel_size: int = opt(1, "Devices per engine.")
     enable_history: bool = opt(False, "Record every model call as an experience.")

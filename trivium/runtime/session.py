@@ -11,6 +11,7 @@ whatever the placement.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -181,7 +182,7 @@ class RunSession:
         if update.is_collective:
             metrics = self.placement.broadcast_weights(update, timeout=self.settings.sync.timeout)
         else:
-            metrics = self.explorer.load_weights(update)
+            metrics = self._within_sync_timeout(lambda: self.explorer.load_weights(update), update.version)
         served = self.explorer.served_version()
         if served != update.version:
             raise RuntimeError(f"the engines serve version {served} after loading version {update.version}")
@@ -189,6 +190,34 @@ class RunSession:
         metrics["time/sync"] = time.perf_counter() - start
         metrics.update(self.explorer.self_check(update))
         return metrics
+
+    def _within_sync_timeout(self, load, version: int) -> dict[str, float]:
+        """``load()``, or SyncTimeout naming the version and step when the engines do not confirm in time.
+
+        A stalled engine call cannot be interrupted; the run stops instead of hanging on it.
+        """
+        timeout = self.settings.sync.timeout
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def target() -> None:
+            try:
+                box["value"] = load()
+            except BaseException as error:  # re-raised below, in the caller's thread
+                box["error"] = error
+            finally:
+                done.set()
+
+        threading.Thread(target=target, name=f"load-weights-v{version}", daemon=True).start()
+        if not done.wait(timeout):
+            raise SyncTimeout(
+                f"loading weight version {version} into the rollout engines (explorer at step {self.explorer.step()}) "
+                f"did not finish within {timeout:.0f}s (synchronizer.sync_timeout); an engine is stalled: see "
+                "log/explorer.log"
+            )
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
     def sync_now(self, *, copy: bool) -> dict[str, float]:
         """Hand the trainer's current weights to the engines at once (colocate, end of a run)."""

@@ -380,7 +380,7 @@ class BufferConfig:
 @dataclass
 class InferenceModelConfig:
     engine_type: str = opt(
-        "hf", "Inference backend ('hf' runs everywhere), or a plugin engine factory as pkg.module:Name.",
+        "hf", "Inference backend ('hf' runs everywhere).",
         ENGINE_TYPES, dotted_path=True,
     )
     engine_num: int = opt(1, "Number of engines.")

@@ -90,7 +90,12 @@ def test_jsonl_reader_skips_the_lines_a_checkpoint_had_read(tmp_path):
 
 
 def test_explore_step_survives_every_storage_encoding(tmp_path):
-    from trivium.buffer.codec import experience_from_json, experience_to_json, experience_to_row, row_to_experience
+    from trivium.buffer.codec import (
+        experience_from_json,
+        experience_to_json,
+        experience_to_row,
+        row_to_experience,
+    )
 
     sampled = experience(0, explore_step=7)
     assert experience_from_json(experience_to_json(sampled)).explore_step == 7

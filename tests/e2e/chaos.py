@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trivium.runtime.trained_samples import duplicated_samples, trained_lineage, trail_path
+from trivium.runtime.trained_samples import duplicated_samples, trail_path, trained_lineage
 from trivium.trainer import checkpoint as ckpt
 
 
@@ -71,7 +71,10 @@ def kill_and_resume(command: list[str], run_dir: Path, *, kills: int, rng: rando
                 left = total_steps - (ckpt.latest_checkpoint(run_dir) or 0)
                 steps, jitter = rng.randint(1, max(1, min(4, left - 3))), rng.uniform(0.0, 0.5)
                 moment = f"{jitter:.1f}s after its step {steps}"
-                finished = _wait(process, timeout, until=lambda: len(_trail_lines(run_dir)) - lines_before >= steps)
+                def trained_enough(first=lines_before, wanted=steps) -> bool:
+                    return len(_trail_lines(run_dir)) - first >= wanted
+
+                finished = _wait(process, timeout, until=trained_enough)
                 finished = finished or _wait(process, jitter)
             if finished:
                 break  # the run ended before the kill: nothing left to kill

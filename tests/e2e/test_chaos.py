@@ -7,7 +7,6 @@ to ``CHAOS_REPORT`` (``benchmarks/results/chaos.md``).
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -44,6 +43,12 @@ def write_report():
         Path(path).write_text(REPORT.markdown(header=header))
 
 
+def conclude(scenario: str, injected: str, problems: list[str], detail: str) -> None:
+    """One row of the table: ``detail`` when nothing went wrong, else the problems; then the test's verdict."""
+    REPORT.add(scenario, injected, not problems, "; ".join(problems) or detail)
+    assert not problems, problems
+
+
 def chain_config(assets, tmp_path: Path, mode: str, storage: str) -> dict:
     config = base_config(assets, tmp_path / "runs", mode=mode, continue_from_checkpoint=True)
     config["buffer"]["total_steps"] = STEPS
@@ -73,16 +78,12 @@ def test_sigkill_at_random_moments_then_resume_loses_and_repeats_nothing(assets,
     if chain.final_steps != expected_final:
         problems.append(f"the last start trained steps {chain.final_steps}, expected {expected_final}")
     killed = ", ".join(f"{k.moment} (trained {k.trained_steps}, checkpoint {k.checkpoint})" for k in chain.kills)
-    REPORT.add(
-        f"SIGKILL + resume, `{mode}`, {storage}",
-        f"{len(chain.kills)} SIGKILLs",
-        not problems,
-        "; ".join(problems) if problems else
+    conclude(
+        f"SIGKILL + resume, `{mode}`, {storage}", f"{len(chain.kills)} SIGKILLs", problems,
         f"killed {killed or 'no moment (the run was too quick)'}; every step 1-{STEPS} trained once with a full "
         f"batch, no sample twice, none lost; " + (f"last start trained steps {expected_final[0]}-{STEPS}"
                                                   if expected_final else "the last start had nothing left to train"),
     )
-    assert not problems, problems
 
 
 @pytest.mark.slow
@@ -117,12 +118,11 @@ def test_a_stop_signal_checkpoints_and_exits_130_then_a_resume_finishes(assets, 
     if resumed.returncode != 0 or list(trained_lineage(run_dir)) != list(range(1, stopped_at + 3)):
         problems.append(f"the resume did not train steps {stopped_at + 1}-{stopped_at + 2}: {resumed.stderr[-400:]}")
     name = signal.Signals(signal_number).name
-    REPORT.add(
-        f"{name} during a `both` run", f"1 {name}", not problems,
-        "; ".join(problems) or f"stopped in {seconds:.1f} s with exit 130 and a checkpoint at its last step "
+    conclude(
+        f"{name} during a `both` run", f"1 {name}", problems,
+        f"stopped in {seconds:.1f} s with exit 130 and a checkpoint at its last step "
         f"({stopped_at}); a resume trained the next steps",
     )
-    assert not problems, problems
 
 
 FAULTY_PLUGIN = textwrap.dedent(
@@ -208,14 +208,12 @@ def test_workflow_faults_are_contained_retried_and_counted(assets, tmp_path):
         problems.append(f"{failed} tasks failed although each fault happens once and one retry is allowed")
     if len(trained_lineage(run_dir)) != 6:
         problems.append(f"trained {len(trained_lineage(run_dir))} of 6 steps")
-    REPORT.add(
+    conclude(
         "workflow faults (`both`)",
-        "raise, sleep past max_timeout, CPU spin past max_timeout, NaN reward, wrong return type, empty list, reward raising",
-        not problems,
-        "; ".join(problems) or f"each fault contained and retried once ({retries:.0f} retries, {timeouts:.0f} "
+        "raise, sleep past max_timeout, CPU spin past max_timeout, NaN reward, wrong return type, empty list, reward raising", problems,
+        f"each fault contained and retried once ({retries:.0f} retries, {timeouts:.0f} "
         "timeouts counted in metrics, each kind in the explorer's logs, the spinning thread stopped); all 6 steps trained",
     )
-    assert not problems, problems
 
 
 @pytest.mark.slow
@@ -237,11 +235,10 @@ def test_a_corrupt_latest_checkpoint_is_refused_and_the_previous_one_used(assets
         problems.append("the truncated checkpoint was not reported and skipped")
     if list(trained_lineage(run_dir)) != [1, 2, 3, 4, 5, 6]:
         problems.append(f"trained steps {list(trained_lineage(run_dir))}")
-    REPORT.add(
-        "corrupt latest checkpoint", "actor weights truncated to half", not problems,
-        "; ".join(problems) or "refused with its reason, resumed from the previous checkpoint (step 2), steps 3-6 trained",
+    conclude(
+        "corrupt latest checkpoint", "actor weights truncated to half", problems,
+        "refused with its reason, resumed from the previous checkpoint (step 2), steps 3-6 trained",
     )
-    assert not problems, problems
 
 
 @pytest.mark.slow
@@ -267,11 +264,10 @@ def test_a_buffer_database_locked_by_another_writer_slows_the_run_but_loses_noth
     problems = lineage_problems(run_dir, total_steps=6, samples_per_step=BATCH * REPEAT)
     if returncode != 0:
         problems.append(f"exit code {returncode}: {process.stderr.read()[-400:]}")
-    REPORT.add(
-        "buffer database locked (`both`, sql)", "an exclusive SQLite lock held 5 s by another process", not problems,
-        "; ".join(problems) or "the explorer and trainer waited for the lock; all 6 steps trained, no sample lost or twice",
+    conclude(
+        "buffer database locked (`both`, sql)", "an exclusive SQLite lock held 5 s by another process", problems,
+        "the explorer and trainer waited for the lock; all 6 steps trained, no sample lost or twice",
     )
-    assert not problems, problems
 
 
 FLAKY_ENGINE_PLUGIN = textwrap.dedent(
@@ -346,11 +342,10 @@ def test_engine_calls_that_raise_or_stall_are_retried_and_the_run_finishes(asset
         problems.append("the engine's failures are not in the explorer's logs")
     if list(trained_lineage(run_dir)) != [1, 2, 3, 4]:
         problems.append(f"trained steps {list(trained_lineage(run_dir))}")
-    REPORT.add(
-        "engine faults (`colocate`)", "generate raises twice for one prompt, one call stalls 25 s (max_timeout 20 s)", not problems,
-        "; ".join(problems) or "the failed and timed-out attempts were retried and logged; all 4 steps trained",
+    conclude(
+        "engine faults (`colocate`)", "generate raises twice for one prompt, one call stalls 25 s (max_timeout 20 s)", problems,
+        "the failed and timed-out attempts were retried and logged; all 4 steps trained",
     )
-    assert not problems, problems
 
 
 @pytest.mark.slow
@@ -362,9 +357,8 @@ def test_a_weight_sync_that_stalls_ends_the_run_with_a_message_not_a_hang(assets
     message = completed.stderr
     if "weight version 2" not in message or "sync_timeout" not in message or "explorer at step" not in message:
         problems.append(f"the error does not name the version, step and setting: {message[-600:]}")
-    REPORT.add(
-        "weight sync stalls (`colocate`)", "the engine never confirms version 2 (sync_timeout 15 s)", not problems,
-        "; ".join(problems) or f"stopped after {seconds:.0f} s with exit {completed.returncode}: "
+    conclude(
+        "weight sync stalls (`colocate`)", "the engine never confirms version 2 (sync_timeout 15 s)", problems,
+        f"stopped after {seconds:.0f} s with exit {completed.returncode}: "
         + next((line for line in message.splitlines() if "weight version 2" in line), "").strip()[:160],
     )
-    assert not problems, problems

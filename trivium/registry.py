@@ -13,9 +13,9 @@ import importlib
 import importlib.util
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
+from collections.abc import Callable
 
 T = TypeVar("T")
 

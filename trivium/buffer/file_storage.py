@@ -12,14 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from trivium.buffer.base import (
-    BufferExhausted,
-    BufferReader,
-    BufferWriter,
-    Restored,
-    check_batch_size,
-    option,
-)
+from trivium.buffer.base import BufferExhausted, BufferReader, BufferWriter, Restored, check_batch_size, option
 from trivium.buffer.codec import experience_from_json, experience_to_json
 from trivium.core.experience import Experience
 from trivium.errors import UserError

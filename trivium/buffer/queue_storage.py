@@ -37,6 +37,7 @@ from trivium.core.experience import Experience
 from trivium.errors import UserError
 
 
+
 @dataclass(order=True)
 class _Entry:
     sort_key: tuple[float, int]  # (-priority, arrival order): heapq pops the best first

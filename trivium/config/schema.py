@@ -10,7 +10,7 @@ Fields marked "(derived)" in their help are normally left unset: ``resolve()`` f
 """
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Dict, List, Optional
 
 # Sentinel for keys a user must set (model.model_path). Kept as a value rather than
 # OmegaConf's "???" so a missing value becomes our own clear error, not OmegaConf's.
@@ -18,9 +18,9 @@ REQUIRED = None
 
 
 def opt(
-    default: Any, help: str, choices: list[Any] | None = None, required: bool = False,
-    dotted_path: bool = False, unused: str | None = None, unsupported: str | None = None,
-    engine_option: str | None = None,
+    default: Any, help: str, choices: Optional[List[Any]] = None, required: bool = False,
+    dotted_path: bool = False, unused: Optional[str] = None, unsupported: Optional[str] = None,
+    engine_option: Optional[str] = None,
 ) -> Any:
     """A schema field: a default (mutable ones are copied per instance) and its help text.
 
@@ -99,13 +99,13 @@ SERVE = "trivium's serve mode runs its engine in the run's own process, so it ha
 class OptimizerConfig:
     lr: float = opt(1e-6, "Learning rate of the policy (actor).")
     weight_decay: float = opt(0.01, "AdamW weight decay.")
-    betas: list[float] = opt([0.9, 0.999], "AdamW (beta1, beta2).")
+    betas: List[float] = opt([0.9, 0.999], "AdamW (beta1, beta2).")
     lr_scheduler_type: str = opt("constant", "Learning-rate schedule after warm-up.", LR_SCHEDULERS)
-    warmup_style: str | None = opt(
+    warmup_style: Optional[str] = opt(
         None, "Deprecated spelling of lr_scheduler_type; copied there with a warning.", LR_SCHEDULERS
     )
     lr_warmup_steps_ratio: float = opt(0.0, "Fraction of the training steps spent warming the rate up linearly.")
-    lr_warmup_steps: int | None = opt(None, "Warm-up steps; wins over lr_warmup_steps_ratio when set.")
+    lr_warmup_steps: Optional[int] = opt(None, "Warm-up steps; wins over lr_warmup_steps_ratio when set.")
     min_lr_ratio: float = opt(0.0, "Cosine schedule floor, as a fraction of lr.")
     optimizer_type: str = opt("adamw", "Optimizer; trivium trains with AdamW.", unused="the optimizer is always AdamW")
     clip_grad: float = opt(1.0, "Gradient norm clip of the optimizer.", unused="trainer.grad_clip is the clip trivium applies")
@@ -116,27 +116,27 @@ class AlgorithmConfig:
     algorithm_type: str = opt("ppo", "Algorithm preset; fills every *_fn left unset.", ALGORITHM_TYPES)
     repeat_times: int = opt(1, "Rollouts per task (the group size for group-based algorithms).")
     optimizer: OptimizerConfig = section(OptimizerConfig, "Optimizer of the policy.")
-    sample_strategy: str | None = opt(
+    sample_strategy: Optional[str] = opt(
         None, "How the trainer draws experiences from the buffer (preset default).", SAMPLE_STRATEGIES
     )
-    sample_strategy_args: dict[str, Any] = opt(
+    sample_strategy_args: Dict[str, Any] = opt(
         {}, "Arguments of the sample strategy: staleness_control takes max_staleness (integer >= 0) and mode "
         "(drop or downweight); mix takes expert_data_ratio (in [0, 1)) and needs buffer.trainer_input."
         "auxiliary_buffers; default takes none."
     )
-    advantage_fn: str | None = opt(None, "Advantage estimator: a registered name or a dotted path (preset default).")
-    advantage_fn_args: dict[str, Any] = opt({}, "Arguments of the advantage estimator, e.g. gamma, lam.")
-    policy_loss_fn: str | None = opt(None, "Policy loss: a registered name or a dotted path (preset default).")
-    policy_loss_fn_args: dict[str, Any] = opt({}, "Arguments of the policy loss, e.g. clip ranges.")
-    kl_penalty_fn: str | None = opt(None, "KL penalty subtracted from the reward; 'none' disables it.")
-    kl_penalty_fn_args: dict[str, Any] = opt({}, "Arguments of the KL penalty: only kl_coef.")
-    kl_loss_fn: str | None = opt(None, "KL term added to the loss; 'none' disables it.")
-    kl_loss_fn_args: dict[str, Any] = opt({}, "Arguments of the KL loss: only kl_coef.")
-    entropy_loss_fn: str | None = opt(None, "Entropy bonus in the loss; 'none' disables it.")
-    entropy_loss_fn_args: dict[str, Any] = opt(
+    advantage_fn: Optional[str] = opt(None, "Advantage estimator: a registered name or a dotted path (preset default).")
+    advantage_fn_args: Dict[str, Any] = opt({}, "Arguments of the advantage estimator, e.g. gamma, lam.")
+    policy_loss_fn: Optional[str] = opt(None, "Policy loss: a registered name or a dotted path (preset default).")
+    policy_loss_fn_args: Dict[str, Any] = opt({}, "Arguments of the policy loss, e.g. clip ranges.")
+    kl_penalty_fn: Optional[str] = opt(None, "KL penalty subtracted from the reward; 'none' disables it.")
+    kl_penalty_fn_args: Dict[str, Any] = opt({}, "Arguments of the KL penalty: only kl_coef.")
+    kl_loss_fn: Optional[str] = opt(None, "KL term added to the loss; 'none' disables it.")
+    kl_loss_fn_args: Dict[str, Any] = opt({}, "Arguments of the KL loss: only kl_coef.")
+    entropy_loss_fn: Optional[str] = opt(None, "Entropy bonus in the loss; 'none' disables it.")
+    entropy_loss_fn_args: Dict[str, Any] = opt(
         {}, "Arguments of the entropy term: entropy_coef, plus any the chosen function accepts."
     )
-    loss_agg_mode: str | None = opt(None, "How per-token losses are averaged (preset default).", LOSS_AGG_MODES)
+    loss_agg_mode: Optional[str] = opt(None, "How per-token losses are averaged (preset default).", LOSS_AGG_MODES)
 
 
 # ---------------------------------------------------------------- model
@@ -144,14 +144,14 @@ class AlgorithmConfig:
 
 @dataclass
 class LoRAConfig:
-    name: str | None = opt(None, "Name of the adapter.")
-    path: str | None = opt(None, "Path of an existing adapter to start from.")
-    base_model_name: str | None = opt(None, "Name of the base model the adapter belongs to.")
+    name: Optional[str] = opt(None, "Name of the adapter.")
+    path: Optional[str] = opt(None, "Path of an existing adapter to start from.")
+    base_model_name: Optional[str] = opt(None, "Name of the base model the adapter belongs to.")
     lora_rank: int = opt(32, "Rank of the low-rank matrices.")
     lora_alpha: int = opt(32, "Scaling numerator of the adapter.")
     lora_dtype: str = opt("auto", "Data type of the adapter weights.")
     target_modules: Any = opt("all-linear", "Modules to adapt: 'all-linear' or a list of module names.")
-    exclude_modules: str | None = opt(None, "Modules never adapted.", unused="LoRA training is not built")
+    exclude_modules: Optional[str] = opt(None, "Modules never adapted.", unused="LoRA training is not built")
     is_dummy: bool = opt(False, "A placeholder adapter used only to reserve engine slots.", unused="LoRA training is not built")
 
 
@@ -159,11 +159,11 @@ class LoRAConfig:
 class TinkerConfig:
     enable: bool = opt(False, "Train through the Tinker service instead of local weights.")
     rank: int = opt(32, "LoRA rank used by Tinker.", unused=TINKER_UNUSED)
-    seed: int | None = opt(None, "Random seed for Tinker.", unused=TINKER_UNUSED)
+    seed: Optional[int] = opt(None, "Random seed for Tinker.", unused=TINKER_UNUSED)
     train_mlp: bool = opt(True, "Adapt the MLP layers.", unused=TINKER_UNUSED)
     train_attn: bool = opt(True, "Adapt the attention layers.", unused=TINKER_UNUSED)
     train_unembed: bool = opt(True, "Adapt the unembedding layer.", unused=TINKER_UNUSED)
-    base_url: str | None = opt(None, "URL of the Tinker service.", unused="the Tinker backend is not built")
+    base_url: Optional[str] = opt(None, "URL of the Tinker service.", unused="the Tinker backend is not built")
 
 
 @dataclass
@@ -171,18 +171,18 @@ class ExternalModelConfig:
     enable: bool = opt(False, "Use an OpenAI-compatible API model as the rollout model.")
     base_url_env: str = opt("OPENAI_BASE_URL", "Environment variable holding the API base URL.")
     api_key_env: str = opt("OPENAI_API_KEY", "Environment variable holding the API key.")
-    model_name: str | None = opt(None, "Model name sent to the API.")
+    model_name: Optional[str] = opt(None, "Model name sent to the API.")
 
 
 @dataclass
 class ModelConfig:
-    model_path: str | None = opt(REQUIRED, "Path of the model to train (a local directory).", required=True)
-    critic_model_path: str | None = opt(None, "Path of the critic model; model_path when unset.")
-    custom_chat_template: str | None = opt(None, "Chat template as a string; the tokenizer's when unset.")
-    chat_template_path: str | None = opt(None, "Jinja2 chat template file; wins over custom_chat_template.")
-    max_model_len: int | None = opt(None, "Longest sequence (prompt + response) in tokens.")
-    max_prompt_tokens: int | None = opt(None, "Longest prompt in tokens.")
-    max_response_tokens: int | None = opt(None, "Longest generated response in tokens.")
+    model_path: Optional[str] = opt(REQUIRED, "Path of the model to train (a local directory).", required=True)
+    critic_model_path: Optional[str] = opt(None, "Path of the critic model; model_path when unset.")
+    custom_chat_template: Optional[str] = opt(None, "Chat template as a string; the tokenizer's when unset.")
+    chat_template_path: Optional[str] = opt(None, "Jinja2 chat template file; wins over custom_chat_template.")
+    max_model_len: Optional[int] = opt(None, "Longest sequence (prompt + response) in tokens.")
+    max_prompt_tokens: Optional[int] = opt(None, "Longest prompt in tokens.")
+    max_response_tokens: Optional[int] = opt(None, "Longest generated response in tokens.")
     min_response_tokens: int = opt(1, "Shortest generated response in tokens.")
     enable_prompt_truncation: bool = opt(True, "Cut prompts to max_prompt_tokens (longer ones are not trained on).")
     repetition_penalty: float = opt(1.0, "Repetition penalty applied when sampling.")
@@ -190,13 +190,13 @@ class ModelConfig:
     top_p: float = opt(1.0, "Nucleus sampling threshold.")
     top_k: int = opt(-1, "Top-k sampling; -1 turns it off.")
     logprobs: int = opt(0, "Number of top logprobs returned per generated token besides the chosen one.")
-    enable_thinking: bool | None = opt(None, "Pass enable_thinking to chat templates that support it.")
+    enable_thinking: Optional[bool] = opt(None, "Pass enable_thinking to chat templates that support it.")
     dtype: str = opt("float32", "Weight data type of the trained model.", DTYPES)
-    lora_configs: list[LoRAConfig] | None = opt(None, "LoRA adapters (at most one); null trains all weights.")
-    rope_scaling: dict[str, Any] | None = opt(
+    lora_configs: Optional[List[LoRAConfig]] = opt(None, "LoRA adapters (at most one); null trains all weights.")
+    rope_scaling: Optional[Dict[str, Any]] = opt(
         None, "RoPE scaling override for the model config.", unused="the model's own config.json is used as it is"
     )
-    rope_theta: float | None = opt(
+    rope_theta: Optional[float] = opt(
         None, "RoPE theta override for the model config.", unused="the model's own config.json is used as it is"
     )
     tinker: TinkerConfig = section(TinkerConfig, "Tinker training service.")
@@ -206,7 +206,7 @@ class ModelConfig:
         unused="local model directories load with the model classes built into transformers",
     )
     fully_sharded_loras: bool = opt(False, "Shard LoRA weights across tensor-parallel ranks (vLLM).", unused="LoRA serving is not built")
-    max_cpu_loras: int | None = opt(None, "LoRA adapters kept in CPU memory (vLLM).", unused="LoRA serving is not built")
+    max_cpu_loras: Optional[int] = opt(None, "LoRA adapters kept in CPU memory (vLLM).", unused="LoRA serving is not built")
 
 
 # ---------------------------------------------------------------- cluster
@@ -215,7 +215,7 @@ class ModelConfig:
 @dataclass
 class ClusterConfig:
     node_num: int = opt(1, "Number of machines.")
-    gpu_per_node: int | None = opt(None, "GPUs per machine; null counts them, 0 runs on CPU only.")
+    gpu_per_node: Optional[int] = opt(None, "GPUs per machine; null counts them, 0 runs on CPU only.")
     placement: str = opt(
         "auto",
         "Where the components run: 'process' keeps explorer, engines and trainer in this process; 'ray' "
@@ -223,26 +223,26 @@ class ClusterConfig:
         "spans several machines or devices, and this process otherwise.",
         PLACEMENTS,
     )
-    ray_address: str | None = opt(
+    ray_address: Optional[str] = opt(
         None,
         "Address of a running Ray cluster to join ('auto' finds one started with `ray start --head`); "
         "the RAY_ADDRESS environment variable when unset. Without either, a Ray run starts a local "
         "Ray and shuts it down at the end.",
     )
-    uses_ray: bool | None = opt(None, "(derived) True when the components are placed on Ray.")
+    uses_ray: Optional[bool] = opt(None, "(derived) True when the components are placed on Ray.")
     # The device split below is derived by resolve(); users normally leave it alone.
-    device_type: str | None = opt(None, "(derived) 'cuda' or 'cpu'.")
-    explorer_devices: int | None = opt(None, "(derived) Devices of the rollout model engines.")
-    auxiliary_devices: int | None = opt(None, "(derived) Devices of all auxiliary model engines.")
-    trainer_devices: int | None = opt(None, "(derived) Devices left for the trainer.")
-    shared_devices: bool | None = opt(None, "(derived) True when components share devices (CPU or colocate).")
-    total_gpu_num: int | None = opt(None, "GPUs of the whole cluster.", unused=PLACEMENT)
-    rollout_gpu_num: int | None = opt(None, "GPUs of the rollout engines.", unused=PLACEMENT)
-    auxiliary_model_gpu_num: int | None = opt(None, "GPUs of the auxiliary engines.", unused=PLACEMENT)
-    explorer_gpu_num: int | None = opt(None, "GPUs of the explorer.", unused=PLACEMENT)
-    trainer_gpu_num: int | None = opt(None, "GPUs of the trainer.", unused=PLACEMENT)
-    trainer_node_num: int | None = opt(None, "Machines of the trainer.", unused=PLACEMENT)
-    trainer_gpu_num_per_node: int | None = opt(None, "GPUs per trainer machine.", unused=PLACEMENT)
+    device_type: Optional[str] = opt(None, "(derived) 'cuda' or 'cpu'.")
+    explorer_devices: Optional[int] = opt(None, "(derived) Devices of the rollout model engines.")
+    auxiliary_devices: Optional[int] = opt(None, "(derived) Devices of all auxiliary model engines.")
+    trainer_devices: Optional[int] = opt(None, "(derived) Devices left for the trainer.")
+    shared_devices: Optional[bool] = opt(None, "(derived) True when components share devices (CPU or colocate).")
+    total_gpu_num: Optional[int] = opt(None, "GPUs of the whole cluster.", unused=PLACEMENT)
+    rollout_gpu_num: Optional[int] = opt(None, "GPUs of the rollout engines.", unused=PLACEMENT)
+    auxiliary_model_gpu_num: Optional[int] = opt(None, "GPUs of the auxiliary engines.", unused=PLACEMENT)
+    explorer_gpu_num: Optional[int] = opt(None, "GPUs of the explorer.", unused=PLACEMENT)
+    trainer_gpu_num: Optional[int] = opt(None, "GPUs of the trainer.", unused=PLACEMENT)
+    trainer_node_num: Optional[int] = opt(None, "Machines of the trainer.", unused=PLACEMENT)
+    trainer_gpu_num_per_node: Optional[int] = opt(None, "GPUs per trainer machine.", unused=PLACEMENT)
 
 
 # ---------------------------------------------------------------- buffer
@@ -253,15 +253,15 @@ class FormatConfig:
     prompt_type: str = opt("plaintext", "Shape of the prompt column.", PROMPT_TYPES)
     prompt_key: str = opt("prompt", "Column with the prompt (plaintext).")
     response_key: str = opt("response", "Column with the reference response (plaintext).")
-    system_prompt_key: str | None = opt(None, "Column with a system prompt (plaintext).")
-    system_prompt: str | None = opt(None, "System prompt for every row; system_prompt_key wins.")
+    system_prompt_key: Optional[str] = opt(None, "Column with a system prompt (plaintext).")
+    system_prompt: Optional[str] = opt(None, "System prompt for every row; system_prompt_key wins.")
     messages_key: str = opt("messages", "Column with the message list (messages).")
-    tools_key: str | None = opt(None, "Column with the tool list (a list of dicts).")
+    tools_key: Optional[str] = opt(None, "Column with the tool list (a list of dicts).")
     chosen_key: str = opt("chosen", "Column with the preferred response (DPO).")
     rejected_key: str = opt("rejected", "Column with the dispreferred response (DPO).")
     enable_concatenated_multi_turn: bool = opt(False, "Train on every assistant turn of a dialogue (SFT).")
-    chat_template: str | None = opt(None, "Chat template for this dataset; model.custom_chat_template when unset.")
-    reply_prefix: str | None = opt(
+    chat_template: Optional[str] = opt(None, "Chat template for this dataset; model.custom_chat_template when unset.")
+    reply_prefix: Optional[str] = opt(
         None, "Text every reply starts with: appended to the chat prompt, so the model continues after it "
         "(it is part of the prompt, not trained on).", unused=FORMAT_UNUSED,
     )
@@ -271,14 +271,14 @@ class FormatConfig:
     reward_fn_key: str = opt(
         "", "Column naming each row's reward function; the taskset's where empty or missing.", unused=FORMAT_UNUSED
     )
-    enable_thinking: bool | None = opt(
+    enable_thinking: Optional[bool] = opt(
         None, "enable_thinking passed to the chat template for this dataset; the model's setting when unset.",
         unused=FORMAT_UNUSED,
     )
-    image_key: str | None = opt(
+    image_key: Optional[str] = opt(
         None, "Column with images.", unsupported="multimodal inputs are not supported: engines and trainer take text only"
     )
-    video_key: str | None = opt(
+    video_key: Optional[str] = opt(
         None, "Column with videos.", unsupported="multimodal inputs are not supported: engines and trainer take text only"
     )
 
@@ -286,10 +286,10 @@ class FormatConfig:
 @dataclass
 class TaskSelectorConfig:
     selector_type: str = opt("sequential", "Order in which tasks are drawn.", SELECTOR_TYPES)
-    seed: int | None = opt(None, "Seed of shuffle/random selection; the global seed when unset.")
-    args: dict[str, Any] = opt({}, "Arguments of the selector.")
-    kwargs: dict[str, Any] = opt({}, "Another name for args (merged into args).")
-    feature_keys: list[str] = opt(
+    seed: Optional[int] = opt(None, "Seed of shuffle/random selection; the global seed when unset.")
+    args: Dict[str, Any] = opt({}, "Arguments of the selector.")
+    kwargs: Dict[str, Any] = opt({}, "Another name for args (merged into args).")
+    feature_keys: List[str] = opt(
         [], "Columns with precomputed per-task features.", unused="the built-in selectors learn difficulty from rollouts"
     )
 
@@ -297,79 +297,79 @@ class TaskSelectorConfig:
 @dataclass
 class ReplayBufferConfig:
     enable: bool = opt(False, "Reuse experiences of a queue buffer.")
-    reuse_cooldown_time: float | None = opt(None, "Seconds before an experience may be reused; null never.")
+    reuse_cooldown_time: Optional[float] = opt(None, "Seconds before an experience may be reused; null never.")
     priority_fn: str = opt("linear_decay", "Priority function ordering reuse.")
-    priority_fn_args: dict[str, Any] = opt({}, "Arguments of the priority function.")
+    priority_fn_args: Dict[str, Any] = opt({}, "Arguments of the priority function.")
 
 
 @dataclass
 class StorageConfig:
     name: str = opt("", "Unique name of the dataset or buffer.")
     storage_type: str = opt("file", "Where the data lives.", STORAGE_TYPES)
-    path: str | None = opt(None, "File: dataset directory or file; sql: database URL or file; queue: backup.")
-    subset_name: str | None = opt(None, "Dataset subset (the 'name' of datasets.load_dataset).")
+    path: Optional[str] = opt(None, "File: dataset directory or file; sql: database URL or file; queue: backup.")
+    subset_name: Optional[str] = opt(None, "Dataset subset (the 'name' of datasets.load_dataset).")
     split: str = opt("train", "Dataset split.")
-    repeat_times: int | None = opt(None, "Rollouts per task; algorithm.repeat_times (1 for eval) when unset.")
+    repeat_times: Optional[int] = opt(None, "Rollouts per task; algorithm.repeat_times (1 for eval) when unset.")
     format: FormatConfig = section(FormatConfig, "Which columns hold what.")
-    rollout_args: dict[str, Any] = opt({}, "Sampling arguments: temperature, top_p, top_k, max_tokens, n...")
-    workflow_args: dict[str, Any] = opt({}, "Extra arguments for the workflow.")
-    reward_fn_args: dict[str, Any] = opt({}, "Extra arguments for the reward function.")
-    default_workflow_type: str | None = opt(None, "Workflow of this taskset; explorer_input's default when unset.")
-    default_reward_fn_type: str | None = opt(None, "Reward of this taskset; explorer_input's default when unset.")
+    rollout_args: Dict[str, Any] = opt({}, "Sampling arguments: temperature, top_p, top_k, max_tokens, n...")
+    workflow_args: Dict[str, Any] = opt({}, "Extra arguments for the workflow.")
+    reward_fn_args: Dict[str, Any] = opt({}, "Extra arguments for the reward function.")
+    default_workflow_type: Optional[str] = opt(None, "Workflow of this taskset; explorer_input's default when unset.")
+    default_reward_fn_type: Optional[str] = opt(None, "Reward of this taskset; explorer_input's default when unset.")
     task_selector: TaskSelectorConfig = section(TaskSelectorConfig, "Task ordering.")
     enable_progress_bar: bool = opt(False, "Show a progress bar while reading.")
     max_read_timeout: float = opt(1800, "Seconds a reader waits for a full batch from a queue.")
     replay_buffer: ReplayBufferConfig = section(ReplayBufferConfig, "Experience reuse (queue only).")
-    capacity: int | None = opt(None, "Most items a queue holds before writers wait; null is unbounded.")
-    max_row_chars: int | None = opt(
+    capacity: Optional[int] = opt(None, "Most items a queue holds before writers wait; null is unbounded.")
+    max_row_chars: Optional[int] = opt(
         50000, "Dataset rows with more characters of text than this are skipped and counted; null keeps every row."
     )
     is_eval: bool = opt(False, "(derived) True for eval tasksets.")
-    data_selector: TaskSelectorConfig | None = opt(
+    data_selector: Optional[TaskSelectorConfig] = opt(
         None, "Another name for task_selector; copied there when task_selector is left at its defaults."
     )
-    schema_type: str | None = opt(
+    schema_type: Optional[str] = opt(
         None, "Row layout of a trainer dataset (sft, dpo, experience).",
         unused="the layout follows from the format keys and the algorithm",
     )
-    total_epochs: int | None = opt(
+    total_epochs: Optional[int] = opt(
         None, "Passes over this dataset.", unused="tasksets follow buffer.total_epochs; auxiliary datasets are reread as needed",
     )
-    total_steps: int | None = opt(None, "Steps over this dataset.", unused="buffer.total_steps counts the steps")
+    total_steps: Optional[int] = opt(None, "Steps over this dataset.", unused="buffer.total_steps counts the steps")
     max_retry_times: int = opt(3, "Retries of a failed database read.", unused="database reads retry with a fixed policy")
     max_retry_interval: int = opt(1, "Seconds between database retries.", unused="database reads retry with a fixed policy")
     index: int = opt(0, "Position of the taskset.", unused="derived by Trinity-RFT")
-    batch_size: int | None = opt(None, "Batch size of this dataset.", unused="buffer.batch_size and train_batch_size apply")
-    tokenizer_path: str | None = opt(None, "Tokenizer for this dataset.", unused="the trained model's tokenizer is used")
-    ray_namespace: str | None = opt(None, "Ray namespace of this buffer.", unused="components run in one process")
+    batch_size: Optional[int] = opt(None, "Batch size of this dataset.", unused="buffer.batch_size and train_batch_size apply")
+    tokenizer_path: Optional[str] = opt(None, "Tokenizer for this dataset.", unused="the trained model's tokenizer is used")
+    ray_namespace: Optional[str] = opt(None, "Ray namespace of this buffer.", unused="components run in one process")
 
 
 @dataclass
 class ExplorerInputConfig:
-    taskset: StorageConfig | None = opt(None, "A single training taskset (folded into tasksets).")
-    tasksets: list[StorageConfig] = opt([], "Training tasksets.")
-    eval_tasksets: list[StorageConfig] = opt([], "Evaluation tasksets.")
-    default_workflow_type: str | None = opt(None, "Workflow of tasksets that name none.")
-    default_eval_workflow_type: str | None = opt(None, "Workflow of eval tasksets that name none.")
-    default_reward_fn_type: str | None = opt(None, "Reward function of tasksets that name none.")
+    taskset: Optional[StorageConfig] = opt(None, "A single training taskset (folded into tasksets).")
+    tasksets: List[StorageConfig] = opt([], "Training tasksets.")
+    eval_tasksets: List[StorageConfig] = opt([], "Evaluation tasksets.")
+    default_workflow_type: Optional[str] = opt(None, "Workflow of tasksets that name none.")
+    default_eval_workflow_type: Optional[str] = opt(None, "Workflow of eval tasksets that name none.")
+    default_reward_fn_type: Optional[str] = opt(None, "Reward function of tasksets that name none.")
 
 
 @dataclass
 class TrainerInputConfig:
-    experience_buffer: StorageConfig | None = opt(
+    experience_buffer: Optional[StorageConfig] = opt(
         None, "Explorer output and trainer input; a queue named experience_buffer when unset."
     )
-    auxiliary_buffers: dict[str, StorageConfig] = opt({}, "Extra datasets for the trainer, by name.")
+    auxiliary_buffers: Dict[str, StorageConfig] = opt({}, "Extra datasets for the trainer, by name.")
 
 
 @dataclass
 class BufferConfig:
     batch_size: int = opt(1, "Tasks per explorer step (do not multiply by repeat_times).")
-    train_batch_size: int | None = opt(None, "Experiences per trainer step; batch_size * repeat_times when unset.")
+    train_batch_size: Optional[int] = opt(None, "Experiences per trainer step; batch_size * repeat_times when unset.")
     total_epochs: int = opt(1, "Passes over the tasksets.")
-    total_steps: int | None = opt(None, "Explorer steps; wins over total_epochs when set.")
-    tokenizer_path: str | None = opt(None, "Tokenizer used by the buffer.", unused="the trained model's tokenizer is used")
-    cache_dir: str | None = opt(None, "Cache directory of downloaded datasets.", unused="datasets are local files")
+    total_steps: Optional[int] = opt(None, "Explorer steps; wins over total_epochs when set.")
+    tokenizer_path: Optional[str] = opt(None, "Tokenizer used by the buffer.", unused="the trained model's tokenizer is used")
+    cache_dir: Optional[str] = opt(None, "Cache directory of downloaded datasets.", unused="datasets are local files")
     explorer_input: ExplorerInputConfig = section(ExplorerInputConfig, "Datasets read by the explorer.")
     trainer_input: TrainerInputConfig = section(TrainerInputConfig, "Buffers read by the trainer.")
 
@@ -388,14 +388,14 @@ class InferenceModelConfig:
     enable_history: bool = opt(False, "Record every model call as an experience.")
     gpu_memory_utilization: float = opt(0.9, "Fraction of a GPU's memory an engine may take.")
     enforce_eager: bool = opt(False, "Disable CUDA graphs in engines that use them.")
-    dtype: str | None = opt(None, "Engine weight data type; model.dtype when unset.", DTYPES)
-    seed: int | None = opt(None, "Sampling seed; the global seed when unset.")
-    model_path: str | None = opt(None, "Model served; model.model_path for the rollout model.")
-    max_model_len: int | None = opt(None, "Override of model.max_model_len for this engine.")
-    max_prompt_tokens: int | None = opt(None, "Override of model.max_prompt_tokens for this engine.")
-    max_response_tokens: int | None = opt(None, "Override of model.max_response_tokens for this engine.")
-    enable_thinking: bool | None = opt(None, "Override of model.enable_thinking for this engine.")
-    name: str | None = opt(None, "Name workflows use to find an auxiliary model.")
+    dtype: Optional[str] = opt(None, "Engine weight data type; model.dtype when unset.", DTYPES)
+    seed: Optional[int] = opt(None, "Sampling seed; the global seed when unset.")
+    model_path: Optional[str] = opt(None, "Model served; model.model_path for the rollout model.")
+    max_model_len: Optional[int] = opt(None, "Override of model.max_model_len for this engine.")
+    max_prompt_tokens: Optional[int] = opt(None, "Override of model.max_prompt_tokens for this engine.")
+    max_response_tokens: Optional[int] = opt(None, "Override of model.max_response_tokens for this engine.")
+    enable_thinking: Optional[bool] = opt(None, "Override of model.enable_thinking for this engine.")
+    name: Optional[str] = opt(None, "Name workflows use to find an auxiliary model.")
     # Options of the rollout engine itself, passed to its factory as keywords.
     enable_prefix_caching: bool = opt(False, "Reuse the key/value cache of shared prompt prefixes (vLLM).", engine_option="performance")
     enable_chunked_prefill: bool = opt(False, "Split long prefills into chunks (vLLM).", engine_option="performance")
@@ -403,28 +403,28 @@ class InferenceModelConfig:
     enable_log_requests: bool = opt(False, "Log every request the engine serves (vLLM).", engine_option="performance")
     enable_openai_api: bool = opt(False, "Serve the engine through an OpenAI-compatible API for agent workflows.", engine_option="behaviour")
     enable_auto_tool_choice: bool = opt(False, "Let the model decide when to call tools (vLLM's OpenAI server).", engine_option="behaviour")
-    tool_call_parser: str | None = opt(None, "Parser turning generated text into tool calls (vLLM).", engine_option="behaviour")
-    reasoning_parser: str | None = opt(None, "Parser separating reasoning from the answer (vLLM).", engine_option="behaviour")
+    tool_call_parser: Optional[str] = opt(None, "Parser turning generated text into tool calls (vLLM).", engine_option="behaviour")
+    reasoning_parser: Optional[str] = opt(None, "Parser separating reasoning from the answer (vLLM).", engine_option="behaviour")
     trust_remote_code: bool = opt(False, "Allow model code shipped with the checkpoint.", engine_option="load")
     ignore_eos: bool = opt(False, "Keep generating past the end-of-sequence token.", engine_option="behaviour")
     # Per-engine sampling overrides of Trinity-RFT; trivium samples with model.* and rollout_args.
-    temperature: float | None = opt(None, "Sampling temperature of this engine.", unused="sampling follows model.* and each taskset's rollout_args")
-    top_p: float | None = opt(None, "Nucleus threshold of this engine.", unused="sampling follows model.* and each taskset's rollout_args")
-    top_k: int | None = opt(None, "Top-k of this engine.", unused="sampling follows model.* and each taskset's rollout_args")
-    logprobs: int | None = opt(None, "Top logprobs of this engine.", unused="sampling follows model.* and each taskset's rollout_args")
-    min_response_tokens: int | None = opt(None, "Shortest response of this engine.", unused="model.min_response_tokens applies")
-    enable_prompt_truncation: bool | None = opt(None, "Prompt truncation of this engine.", unused="model.enable_prompt_truncation applies")
-    repetition_penalty: float | None = opt(None, "Repetition penalty of this engine.", unused="model.repetition_penalty applies")
-    chat_template: str | None = opt(None, "Chat template of this engine.", unused="model.custom_chat_template applies")
-    rope_scaling: dict[str, Any] | None = opt(None, "RoPE scaling of this engine.", unused="model.rope_scaling applies")
-    rope_theta: float | None = opt(None, "RoPE theta of this engine.", unused="model.rope_theta applies")
+    temperature: Optional[float] = opt(None, "Sampling temperature of this engine.", unused="sampling follows model.* and each taskset's rollout_args")
+    top_p: Optional[float] = opt(None, "Nucleus threshold of this engine.", unused="sampling follows model.* and each taskset's rollout_args")
+    top_k: Optional[int] = opt(None, "Top-k of this engine.", unused="sampling follows model.* and each taskset's rollout_args")
+    logprobs: Optional[int] = opt(None, "Top logprobs of this engine.", unused="sampling follows model.* and each taskset's rollout_args")
+    min_response_tokens: Optional[int] = opt(None, "Shortest response of this engine.", unused="model.min_response_tokens applies")
+    enable_prompt_truncation: Optional[bool] = opt(None, "Prompt truncation of this engine.", unused="model.enable_prompt_truncation applies")
+    repetition_penalty: Optional[float] = opt(None, "Repetition penalty of this engine.", unused="model.repetition_penalty applies")
+    chat_template: Optional[str] = opt(None, "Chat template of this engine.", unused="model.custom_chat_template applies")
+    rope_scaling: Optional[Dict[str, Any]] = opt(None, "RoPE scaling of this engine.", unused="model.rope_scaling applies")
+    rope_theta: Optional[float] = opt(None, "RoPE theta of this engine.", unused="model.rope_theta applies")
     bundle_indices: str = opt("", "Ray placement bundles of this engine.", unused=ENGINE_PLACEMENT)
-    ray_namespace: str | None = opt(None, "Ray namespace of this engine.", unused=ENGINE_PLACEMENT)
-    cuda_visible_devices: str | None = opt(None, "Devices of this engine.", unused=ENGINE_PLACEMENT)
+    ray_namespace: Optional[str] = opt(None, "Ray namespace of this engine.", unused=ENGINE_PLACEMENT)
+    cuda_visible_devices: Optional[str] = opt(None, "Devices of this engine.", unused=ENGINE_PLACEMENT)
     enable_lora: bool = opt(False, "Serve LoRA adapters.", unused="LoRA serving is not built")
     enable_runtime_lora_updating: bool = opt(False, "Load LoRA adapters while serving.", unused="LoRA serving is not built")
-    lora_modules: list[dict[str, Any]] | None = opt(None, "LoRA adapters to serve.", unused="LoRA serving is not built")
-    lora_kwargs: dict[str, Any] | None = opt(None, "LoRA serving options.", unused="LoRA serving is not built")
+    lora_modules: Optional[List[Dict[str, Any]]] = opt(None, "LoRA adapters to serve.", unused="LoRA serving is not built")
+    lora_kwargs: Optional[Dict[str, Any]] = opt(None, "LoRA serving options.", unused="LoRA serving is not built")
 
 
 @dataclass
@@ -448,22 +448,22 @@ class ExplorerConfig:
     name: str = opt("explorer", "Name of the explorer component.")
     runner_per_model: int = opt(8, "Workflow runners per rollout engine.")
     concurrent_mode: str = opt("sequential", "How a runner executes the repeats of a task.", CONCURRENT_MODES)
-    max_repeat_times_per_runner: int | None = opt(None, "Split a task's repeats into runner jobs of at most this.")
+    max_repeat_times_per_runner: Optional[int] = opt(None, "Split a task's repeats into runner jobs of at most this.")
     max_timeout: float = opt(900, "Seconds a workflow may run.")
     max_retry_times: int = opt(2, "Retries of a failed workflow.")
-    max_failed_steps: int | None = opt(
+    max_failed_steps: Optional[int] = opt(
         3, "Explore steps in a row in which every task fails before the run stops with an error; null never stops."
     )
-    env_vars: dict[str, str] = opt({}, "Environment variables set for every runner.")
+    env_vars: Dict[str, str] = opt({}, "Environment variables set for every runner.")
     rollout_model: InferenceModelConfig = section(InferenceModelConfig, "Engines of the policy being trained.")
-    auxiliary_models: list[InferenceModelConfig] = opt([], "Other models workflows may call (judges, reward models).")
+    auxiliary_models: List[InferenceModelConfig] = opt([], "Other models workflows may call (judges, reward models).")
     eval_interval: int = opt(100, "Explorer steps between evaluations (a multiple of sync_interval).")
     eval_on_startup: bool = opt(True, "Evaluate the initial model at step 0.")
     over_rollout: OverRolloutConfig = section(OverRolloutConfig, "Proceed before the slowest tasks finish.")
     dynamic_timeout: DynamicTimeoutConfig = section(DynamicTimeoutConfig, "Adaptive task timeouts.")
     runner_state_report_interval: float = opt(0, "Seconds between runner status reports; 0 is off.")
     bench_on_latest_checkpoint: bool = opt(False, "In bench mode, evaluate only the newest checkpoint.")
-    runner_num: int | None = opt(None, "Total workflow runners (older spelling).", unused="runner_per_model sets the runners")
+    runner_num: Optional[int] = opt(None, "Total workflow runners (older spelling).", unused="runner_per_model sets the runners")
     proxy_port: int = opt(8010, "Port of the OpenAI-compatible API that serves the policy in serve mode.")
     listen_address: str = opt(
         "127.0.0.1", "Address the serve-mode API listens on; 127.0.0.1 (this machine only) by default. 0.0.0.0 "
@@ -471,7 +471,7 @@ class ExplorerConfig:
     )
     service_status_check_interval: int = opt(60, "Seconds between engine health checks in serve mode.", unused=SERVE)
     min_running_model_num: int = opt(1, "Engines that must be up in serve mode.", unused=SERVE)
-    db_url: str | None = opt(
+    db_url: Optional[str] = opt(
         None, "Database of served experiences in serve mode.",
         unused="serve mode writes its experiences to buffer.trainer_input.experience_buffer",
     )
@@ -482,7 +482,7 @@ class ExplorerConfig:
 
 @dataclass
 class SynchronizerConfig:
-    sync_method: str | None = opt(None, "Weight transport; derived from mode and devices when unset.", SYNC_METHODS)
+    sync_method: Optional[str] = opt(None, "Weight transport; derived from mode and devices when unset.", SYNC_METHODS)
     sync_interval: int = opt(1, "Steps between weight synchronizations.")
     sync_offset: int = opt(0, "Steps the explorer runs before the trainer starts.")
     sync_timeout: float = opt(1200, "Seconds a synchronization may take.")
@@ -496,8 +496,8 @@ class SynchronizerConfig:
         False, "With checkpoint sync, wait for the trainer's next checkpoint instead of loading the latest.",
         unused="the synchronizer hands over each version itself",
     )
-    explorer_world_size: int | None = opt(None, "(derived in the reference) Ranks of the explorer's engines.", unused=PLACEMENT)
-    ray_namespace: str | None = opt(None, "Ray namespace of the synchronizer.", unused="components run in one process")
+    explorer_world_size: Optional[int] = opt(None, "(derived in the reference) Ranks of the explorer's engines.", unused=PLACEMENT)
+    ray_namespace: Optional[str] = opt(None, "Ray namespace of the synchronizer.", unused="components run in one process")
 
 
 @dataclass
@@ -508,7 +508,7 @@ class TrainerConfig:
         "fsdp", "Parallelism over several devices ('none' on one device).", TRAINER_STRATEGIES,
         unused="the built-in trainer runs on one device, so every strategy trains the same way",
     )
-    total_steps: int | None = opt(None, "(derived when unset) Trainer steps of the run.")
+    total_steps: Optional[int] = opt(None, "(derived when unset) Trainer steps of the run.")
     save_interval: int = opt(0, "Trainer steps between checkpoints; 0 saves only at the end.")
     save_strategy: str = opt(
         "unrestricted", "How concurrent checkpoint writes are serialized.", SAVE_STRATEGIES,
@@ -517,11 +517,11 @@ class TrainerConfig:
     save_hf_checkpoint: str = opt("last", "Which checkpoints also get a Hugging Face export.", SAVE_HF_CHOICES)
     grad_clip: float = opt(1.0, "Gradient norm clip.")
     use_dynamic_bsz: bool = opt(True, "Pack micro-batches by token budget instead of a fixed count.")
-    max_token_len_per_gpu: int | None = opt(None, "Token budget of a micro-batch; max(16384, 2 * max_model_len) when unset.")
+    max_token_len_per_gpu: Optional[int] = opt(None, "Token budget of a micro-batch; max(16384, 2 * max_model_len) when unset.")
     ppo_micro_batch_size_per_gpu: int = opt(1, "Experiences per micro-batch when use_dynamic_bsz is off.")
     ppo_epochs: int = opt(1, "Passes over each training batch.")
     ulysses_sequence_parallel_size: int = opt(1, "Sequence-parallel degree.")
-    max_checkpoints_to_keep: int | None = opt(None, "Older checkpoints are deleted; null keeps all.")
+    max_checkpoints_to_keep: Optional[int] = opt(None, "Older checkpoints are deleted; null keeps all.")
     old_logprobs_source: str = opt(
         "auto",
         "Where the behaviour policy's logprobs come from: 'auto' reuses the update's own forward pass "
@@ -566,49 +566,49 @@ class MonitorConfig:
     monitor_type: str = opt(
         "none", "Extra metrics sink; console and metrics.jsonl are always on.", MONITOR_TYPES, dotted_path=True
     )
-    monitor_args: dict[str, Any] = opt({}, "Arguments of the sink (wandb base_url, mlflow uri, ...).")
+    monitor_args: Dict[str, Any] = opt({}, "Arguments of the sink (wandb base_url, mlflow uri, ...).")
     enable_ray_timeline: bool = opt(False, "Export a Ray timeline.json into the run's monitor directory.")
     detailed_stats: bool = opt(False, "Log per-group reward statistics.", unused="trivium logs its fixed metric set")
-    cache_dir: str | None = opt(None, "Where monitors cache files.", unused="monitors write into the run directory")
+    cache_dir: Optional[str] = opt(None, "Where monitors cache files.", unused="monitors write into the run directory")
 
 
 @dataclass
 class DataJuicerServiceConfig:
-    server_url: str | None = opt(None, "URL of a running Data-Juicer server.", unused=DATA_JUICER_UNUSED)
+    server_url: Optional[str] = opt(None, "URL of a running Data-Juicer server.", unused=DATA_JUICER_UNUSED)
     auto_start: bool = opt(False, "Start the server automatically.", unused=DATA_JUICER_UNUSED)
-    port: int | None = opt(None, "Port of an automatically started server.", unused=DATA_JUICER_UNUSED)
+    port: Optional[int] = opt(None, "Port of an automatically started server.", unused=DATA_JUICER_UNUSED)
 
 
 @dataclass
 class ServiceConfig:
-    data_juicer: DataJuicerServiceConfig | None = opt(None, "Data-Juicer processing service.")
+    data_juicer: Optional[DataJuicerServiceConfig] = opt(None, "Data-Juicer processing service.")
 
 
 @dataclass
 class OperatorConfig:
     name: str = opt("", "Registered operator name.")
-    args: dict[str, Any] = opt({}, "Arguments of the operator.")
+    args: Dict[str, Any] = opt({}, "Arguments of the operator.")
 
 
 @dataclass
 class PipelineConfig:
-    operators: list[OperatorConfig] = opt([], "Operators applied in order.")
+    operators: List[OperatorConfig] = opt([], "Operators applied in order.")
     num_process: int = opt(1, "Worker processes of the pipeline.", unused="operators run in the explorer's process")
-    inputs: list[str] = opt(
+    inputs: List[str] = opt(
         [], "Input dataset paths (task pipeline).", unused="the task pipeline filters the tasksets of buffer.explorer_input"
     )
-    target_fields: list[str] = opt([], "Fields the operators read.", unused="each operator reads the fields its args name")
+    target_fields: List[str] = opt([], "Fields the operators read.", unused="each operator reads the fields its args name")
     save_input: bool = opt(False, "Keep a copy of the experiences entering the pipeline.", unused="the pipeline keeps no copy of its input")
-    input_save_path: str | None = opt(None, "Where save_input writes.", unused="the pipeline keeps no copy of its input")
-    config_path: str | None = opt(None, "A Data-Juicer recipe file.", unused="operators are listed in operators")
-    priority_weights: dict[str, float] = opt({}, "Weights of task priority features.", unused="task priorities are not built")
+    input_save_path: Optional[str] = opt(None, "Where save_input writes.", unused="the pipeline keeps no copy of its input")
+    config_path: Optional[str] = opt(None, "A Data-Juicer recipe file.", unused="operators are listed in operators")
+    priority_weights: Dict[str, float] = opt({}, "Weights of task priority features.", unused="task priorities are not built")
     top_k: int = opt(-1, "Keep only the top-k tasks by priority.", unused="task priorities are not built")
 
 
 @dataclass
 class DataProcessorConfig:
-    task_pipeline: PipelineConfig | None = opt(None, "Processing of tasksets before exploring.")
-    experience_pipeline: PipelineConfig | None = opt(None, "Processing of experiences before the buffer.")
+    task_pipeline: Optional[PipelineConfig] = opt(None, "Processing of tasksets before exploring.")
+    experience_pipeline: Optional[PipelineConfig] = opt(None, "Processing of experiences before the buffer.")
 
 
 @dataclass
@@ -621,13 +621,13 @@ class LogConfig:
 @dataclass
 class StageConfig:
     stage_name: str = opt("", "Unique stage name; suffixes the run name.")
-    mode: str | None = opt(None, "Mode of this stage; the global mode when unset.", MODES)
-    algorithm: dict[str, Any] | None = opt(None, "Keys merged over the global algorithm section.")
-    buffer: dict[str, Any] | None = opt(None, "Keys merged over the global buffer section.")
-    explorer: dict[str, Any] | None = opt(None, "Keys merged over the global explorer section.")
-    trainer: dict[str, Any] | None = opt(None, "Keys merged over the global trainer section.")
-    model: dict[str, Any] | None = opt(None, "Keys merged over the global model section.")
-    synchronizer: dict[str, Any] | None = opt(None, "Keys merged over the global synchronizer section.")
+    mode: Optional[str] = opt(None, "Mode of this stage; the global mode when unset.", MODES)
+    algorithm: Optional[Dict[str, Any]] = opt(None, "Keys merged over the global algorithm section.")
+    buffer: Optional[Dict[str, Any]] = opt(None, "Keys merged over the global buffer section.")
+    explorer: Optional[Dict[str, Any]] = opt(None, "Keys merged over the global explorer section.")
+    trainer: Optional[Dict[str, Any]] = opt(None, "Keys merged over the global trainer section.")
+    model: Optional[Dict[str, Any]] = opt(None, "Keys merged over the global model section.")
+    synchronizer: Optional[Dict[str, Any]] = opt(None, "Keys merged over the global synchronizer section.")
     init_from_previous_stage: bool = opt(
         True, "Start from the previous stage's final weights unless model.model_path is overridden here."
     )
@@ -647,7 +647,7 @@ class TriviumConfig:
     )
     checkpoint_root_dir: str = opt("./checkpoints", "Root of run directories <root>/<project>/<name>/.")
     continue_from_checkpoint: bool = opt(True, "Resume from the run directory; else a used one gets a timestamp.")
-    ray_namespace: str | None = opt(None, "Ray namespace; <project>/<name> when unset.")
+    ray_namespace: Optional[str] = opt(None, "Ray namespace; <project>/<name> when unset.")
     group: str = opt("", "Group of related runs in the monitors.", unused="set the group in monitor.monitor_args (e.g. wandb's group)")
     ignore_validator_suggestions: bool = opt(False, "Do not print configuration suggestions.")
     seed: int = opt(42, "Global random seed.")
@@ -662,19 +662,19 @@ class TriviumConfig:
     service: ServiceConfig = section(ServiceConfig, "External services.")
     data_processor: DataProcessorConfig = section(DataProcessorConfig, "Task and experience pipelines.")
     log: LogConfig = section(LogConfig, "Component logging.")
-    stages: list[StageConfig] = opt([], "Stages run one after another, each overriding sections.")
+    stages: List[StageConfig] = opt([], "Stages run one after another, each overriding sections.")
     # Filled by resolve()/expand_stages(); written to config.resolved.yaml for the runtime.
-    checkpoint_job_dir: str | None = opt(None, "(derived) The run directory.")
-    stage_index: int | None = opt(None, "(derived) Position of this stage, from 0; null without stages.")
-    stage_name: str | None = opt(None, "(derived) Name of this stage.")
-    previous_stage_job_dir: str | None = opt(None, "(derived) Run directory of the stage before this one.")
+    checkpoint_job_dir: Optional[str] = opt(None, "(derived) The run directory.")
+    stage_index: Optional[int] = opt(None, "(derived) Position of this stage, from 0; null without stages.")
+    stage_name: Optional[str] = opt(None, "(derived) Name of this stage.")
+    previous_stage_job_dir: Optional[str] = opt(None, "(derived) Run directory of the stage before this one.")
 
 
 def field_help(cls: type, name: str) -> str:
     return cls.__dataclass_fields__[name].metadata.get("help", "")
 
 
-def field_choices(cls: type, name: str) -> list[Any] | None:
+def field_choices(cls: type, name: str) -> Optional[List[Any]]:
     return cls.__dataclass_fields__[name].metadata.get("choices")
 
 

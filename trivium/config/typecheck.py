@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import types
 import typing
 from typing import Any
 
@@ -27,7 +28,8 @@ def join(path: str, key: str | int) -> str:
 
 
 def _strip_optional(annotation: Any) -> tuple[Any, bool]:
-    if typing.get_origin(annotation) is typing.Union:
+    # ``Optional[X]`` and ``X | None`` alike.
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
         if len(args) == 1:
             return args[0], True

@@ -34,7 +34,10 @@ ADAPTER_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16
 
 def wrap_with_lora(model: torch.nn.Module, lora: LoRASettings) -> torch.nn.Module:
     """``model`` as a peft model with one LoRA adapter; every base weight frozen."""
-    from peft import LoraConfig, PeftModel, get_peft_model
+    try:
+        from peft import LoraConfig, PeftModel, get_peft_model
+    except ImportError:
+        raise UserError('model.lora_configs needs the peft package: pip install "trivium[lora]"') from None
 
     if lora.init_path:
         check_adapter_matches(lora.init_path, lora)
@@ -70,12 +73,6 @@ def check_adapter_matches(path: str, lora: LoRASettings) -> None:
     for key, mine, theirs in (("lora_rank", lora.rank, config.get("r")), ("lora_alpha", lora.alpha, config.get("lora_alpha"))):
         if theirs is not None and float(mine) != float(theirs):
             raise UserError(f"{KEY}.{key} is {mine} but the adapter in {path} has {theirs}; set {key}: {theirs}")
-
-
-def is_lora_model(model: torch.nn.Module) -> bool:
-    from peft import PeftModel
-
-    return isinstance(model, PeftModel)
 
 
 def adapter_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:

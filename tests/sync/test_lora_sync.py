@@ -5,14 +5,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.trainer.conftest import make_experiences
 from trivium.models.engine import create_engine, takes_lora_adapters
 from trivium.models.lora_delta import delta_from_adapter_dir, update_bytes
 from trivium.runtime.workers import load_actor_weights
 from trivium.sync.self_check import engine_logprobs, max_logprob_gap, trainer_logprobs
 from trivium.trainer.settings import LoRASettings, LossSettings, TrainerSettings
 from trivium.trainer.trainer import Trainer
-
-from tests.trainer.conftest import make_experiences
 
 
 def lora_trainer(model_dir, run_dir, **lora) -> Trainer:

@@ -23,7 +23,12 @@ import torch
 from trivium.buffer.base import BufferExhausted
 from trivium.errors import UserError
 from trivium.models.engine import takes_lora_adapters
-from trivium.models.lora_delta import delta_from_adapter_dir, is_adapter_dir, read_adapter_config, update_bytes
+from trivium.models.lora_delta import (
+    delta_from_adapter_dir,
+    is_adapter_dir,
+    read_adapter_config,
+    update_bytes,
+)
 from trivium.models.model_dir import check_model_dir
 from trivium.runtime import builders
 from trivium.runtime.settings import RunSettings
@@ -333,6 +338,8 @@ def load_actor_weights(actor_dir: Path, *, merge_adapter: bool = False) -> dict[
         from trivium.trainer.lora import merged_model_from_adapter
 
         base = read_adapter_config(actor_dir).get("base_model_name_or_path")
+        if not base:
+            raise UserError(f"the adapter in {actor_dir} does not record its base model (base_model_name_or_path)")
         return merged_model_from_adapter(actor_dir, base).state_dict()
     if not (actor_dir / "config.json").exists():
         raise UserError(f"{actor_dir} holds no model (config.json is missing); is the checkpoint complete?")

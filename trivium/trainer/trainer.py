@@ -27,8 +27,8 @@ from trivium.algorithm.value_loss import clipped_value_loss
 from trivium.core.batch import ExperienceBatch
 from trivium.core.experience import Experience, episode_index
 from trivium.errors import UserError
-from trivium.models.model_dir import check_model_dir
 from trivium.models.lora_delta import is_adapter_dir
+from trivium.models.model_dir import check_model_dir
 from trivium.trainer import checkpoint as ckpt
 from trivium.trainer import lora
 from trivium.trainer.critic import CriticModel

@@ -10,6 +10,7 @@ from trivium.models.engine import create_engine, takes_lora_adapters
 from trivium.models.lora_delta import delta_from_adapter_dir, update_bytes
 from trivium.runtime.workers import load_actor_weights
 from trivium.sync.self_check import engine_logprobs, max_logprob_gap, trainer_logprobs
+from trivium.sync.synchronizer import load_update_into, stage_weights
 from trivium.trainer.settings import LoRASettings, LossSettings, TrainerSettings
 from trivium.trainer.trainer import Trainer
 
@@ -100,5 +101,16 @@ def test_adapter_halves_in_separate_buckets_are_merged_when_both_arrived(tiny_mo
     engine = create_engine("hf", model_path=tiny_model_dir, seed=0)
     for start in range(0, len(names), bucket_split):
         engine.update_weights({name: update[name] for name in names[start : start + bucket_split]}, 1)
+    probes = make_experiences(seed=3)
+    assert max_logprob_gap(trainer_logprobs(trainer.actor, probes), engine_logprobs(engine, probes)) < 1e-4
+
+
+def test_checkpoint_transport_carries_the_adapter_alone(tiny_model_dir, tmp_path):
+    trainer = lora_trainer(tiny_model_dir, tmp_path)
+    move_adapter(trainer, 0)
+    staged = stage_weights("checkpoint", 1, trainer.weights_for_sync(), run_dir=tmp_path)
+    assert Path(staged.path).stat().st_size < 0.1 * model_bytes(tiny_model_dir)
+    engine = create_engine("hf", model_path=tiny_model_dir, seed=0)
+    assert load_update_into(engine, staged) == 1
     probes = make_experiences(seed=3)
     assert max_logprob_gap(trainer_logprobs(trainer.actor, probes), engine_logprobs(engine, probes)) < 1e-4

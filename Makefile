@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 VLLM_VENV ?= .venv-vllm
 
-.PHONY: demo test test-fast test-vllm bench vllm-env setup browser clean
+.PHONY: demo test test-fast test-vllm bench chaos vllm-env setup browser clean
 
 setup: $(STAMP)
 
@@ -39,6 +39,11 @@ browser:
 
 test-fast: setup browser
 	$(PY) -m pytest tests -q -m "not slow"
+
+# The chaos suite, long version: 5 SIGKILLs per chain (20 in all), table in benchmarks/results/chaos.md.
+# `make test` runs the same scenarios with one SIGKILL per chain.
+chaos: setup
+	CHAOS_KILLS=5 CHAOS_REPORT=benchmarks/results/chaos.md $(PY) -m pytest tests/e2e/test_chaos.py -q
 
 $(BENCH_STAMP): $(STAMP)
 	$(PIP) install -e ".[dev,bench]"

@@ -75,17 +75,21 @@ class Registry(Generic[T]):
 
 
 def import_object(path: str) -> Any:
-    """Import ``pkg.mod:Name`` or ``pkg.mod.Name``."""
+    """Import ``pkg.mod:Name`` or ``pkg.mod.Name``; ``file:Name`` also finds a ``--plugin-dir`` file's ``Name``."""
     if ":" in path:
         module_name, _, attr = path.partition(":")
     else:
         module_name, _, attr = path.rpartition(".")
     try:
-        module = importlib.import_module(module_name)
+        plugin = sys.modules.get(f"{PLUGIN_MODULE_PREFIX}{module_name}")
+        module = plugin if plugin is not None else importlib.import_module(module_name)
         return getattr(module, attr)
     except (ImportError, AttributeError) as error:
         raise RegistryError(f"Cannot import '{path}': {error}") from error
 
+
+# A plugin file ``name.py`` is imported as the module ``trivium_plugin_name``.
+PLUGIN_MODULE_PREFIX = "trivium_plugin_"
 
 # Plugin directories imported by this process, in order: processes a run starts (Ray actors)
 # import the same ones.
@@ -105,7 +109,7 @@ def load_plugin_dir(directory: str | Path) -> list[str]:
         _plugin_dirs.append(str(directory.resolve()))
     loaded = []
     for file in sorted(directory.glob("*.py")):
-        module_name = f"trivium_plugin_{file.stem}"
+        module_name = f"{PLUGIN_MODULE_PREFIX}{file.stem}"
         if module_name in sys.modules:
             loaded.append(module_name)
             continue

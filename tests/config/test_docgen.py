@@ -28,4 +28,4 @@ def test_doc_lists_every_key_once_per_section():
         leaf = path.rsplit(".", 1)[-1].split("[")[0]
         assert f"| `{leaf}` |" in text
     assert "| `repeat_times` | int | `1` |" in text
-    assert "Choices: `both`, `train`, `explore`, `bench`, `colocate`." in text
+    assert "Choices: `both`, `train`, `explore`, `bench`, `colocate`, `serve`." in text

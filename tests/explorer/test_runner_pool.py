@@ -150,3 +150,41 @@ def test_a_step_of_workflows_reaches_the_engine_as_one_call(tiny_model_dir):
     assert all(r.ok for r in results) and wrapper._batcher.calls <= 1 + 3
     wrapper.close()
     pool.shutdown()
+
+
+def test_a_workflow_spinning_past_its_timeout_is_stopped_and_frees_the_cpu():
+    import threading
+    import time
+
+    from trivium.explorer.runner import WorkflowTimeout, call_with_timeout
+
+    spinning, unwound = threading.Event(), threading.Event()
+
+    def spin():
+        spinning.set()
+        count = 0
+        try:
+            while True:  # pure Python: the stop request lands at the next instruction
+                count += 1
+        finally:
+            unwound.set()
+
+    started = time.monotonic()
+    with pytest.raises(WorkflowTimeout, match="did not finish within 1s; it was stopped"):
+        call_with_timeout(spin, 1.0)
+    assert spinning.is_set() and unwound.is_set() and time.monotonic() - started < 4
+
+
+def test_a_workflow_blocked_in_native_code_is_counted_as_stuck_until_it_returns(monkeypatch):
+    import time
+
+    from trivium.explorer import runner
+    from trivium.explorer.runner import WorkflowTimeout, call_with_timeout, stuck_workflows
+
+    monkeypatch.setattr(runner, "_cancelled_threads", set())  # other tests' sleeping workflows aside
+    monkeypatch.setattr(runner, "CANCEL_GRACE_SECONDS", 0.2)
+    with pytest.raises(WorkflowTimeout, match="blocked in native code"):
+        call_with_timeout(lambda: time.sleep(2.0), 0.5)  # time.sleep does not run Python code
+    assert stuck_workflows() == 1
+    time.sleep(2.0)
+    assert stuck_workflows() == 0

@@ -29,9 +29,10 @@ def settings(tmp_path, **sections):
 
 
 def test_modes_are_defined_once_by_their_traits():
-    assert set(EXPLORING_MODES) == {"colocate", "both", "explore", "bench"}
-    assert set(TRAINING_MODES) == {"colocate", "both", "train"}
-    assert [mode for mode, traits in MODE_TRAITS.items() if traits.concurrent] == ["both"]
+    assert set(EXPLORING_MODES) == {"colocate", "both", "explore", "bench", "serve"}
+    assert set(TRAINING_MODES) == {"colocate", "both", "train", "serve"}
+    assert [mode for mode, traits in MODE_TRAITS.items() if traits.concurrent] == ["both", "serve"]
+    assert [mode for mode, traits in MODE_TRAITS.items() if traits.serves_api] == ["serve"]
 
 
 def test_rollout_model_overrides_reach_the_wrapper_and_engine(tmp_path):

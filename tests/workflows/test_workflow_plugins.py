@@ -45,3 +45,11 @@ def test_plugin_dir_registers_a_workflow_and_a_reward(tmp_path, scripted_model):
 
 def test_dotted_path_names_a_workflow_class():
     assert WORKFLOWS.get("trivium.workflows.math_workflow:MathWorkflow") is WORKFLOWS.get("math")
+
+
+def test_an_object_of_a_plugin_file_is_named_by_the_file_name(tmp_path):
+    from trivium.models.engine import ENGINES
+
+    (tmp_path / "my_engine_factory.py").write_text("def create(model_path=None, **kwargs):\n    return ('built', model_path)\n")
+    load_plugin_dir(tmp_path)
+    assert ENGINES.get("my_engine_factory:create")(model_path="m") == ("built", "m")

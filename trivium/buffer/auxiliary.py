@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from trivium.buffer.base import BufferReader, check_batch_size, option
+from trivium.buffer.base import BufferReader, Restored, check_batch_size, option
 from trivium.buffer.formatters import DPOFormatter, SFTFormatter
 from trivium.buffer.task_reader import TaskReader
 from trivium.core.experience import Experience
@@ -54,8 +54,9 @@ class AuxiliaryBufferReader(BufferReader):
     def epoch(self) -> int:
         return self.rows.epoch
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, max_explore_step: int | None = None) -> dict[str, Any]:
         return self.rows.state_dict()
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> Restored:
         self.rows.load_state_dict(state)
+        return Restored()

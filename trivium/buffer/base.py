@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 from trivium.core.experience import Experience
@@ -48,6 +49,14 @@ class BufferWriter(ABC):
         self.finish()
 
 
+@dataclass(frozen=True)
+class Restored:
+    """What ``BufferReader.load_state_dict`` did: unread experiences put back, and dropped."""
+
+    kept: int = 0
+    dropped: int = 0
+
+
 class BufferReader(ABC):
     """Consumer side."""
 
@@ -65,6 +74,16 @@ class BufferReader(ABC):
 
     def close(self) -> None:
         """Release connections; the default has nothing to release."""
+
+    @abstractmethod
+    def state_dict(self, max_explore_step: int | None = None) -> dict[str, Any]:
+        """What a checkpoint keeps of this reader: its position, or the experiences it has not
+        read yet (only those sampled up to explorer step ``max_explore_step``). JSON-able."""
+
+    @abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> Restored:
+        """Continue from ``state``: the unread experiences it lists are put back, any other
+        unread ones are dropped (sampled after the checkpoint, so explored again)."""
 
 
 def check_batch_size(batch_size: int) -> None:

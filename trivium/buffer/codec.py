@@ -45,7 +45,12 @@ def unpack_mask(blob: bytes) -> torch.Tensor:
 
 # Fields added after the table layout was fixed travel in the JSON ``info`` column under
 # these keys, so databases written before them stay readable; they never reach Experience.info.
-STORED_IN_INFO = {"teacher_logprobs": "_teacher_logprobs", "baseline_reward": "_baseline_reward", "is_expert": "_is_expert"}
+STORED_IN_INFO = {
+    "teacher_logprobs": "_teacher_logprobs",
+    "baseline_reward": "_baseline_reward",
+    "is_expert": "_is_expert",
+    "explore_step": "_explore_step",
+}
 
 
 def _info_with_extra_fields(experience: Experience) -> dict[str, Any]:
@@ -56,6 +61,8 @@ def _info_with_extra_fields(experience: Experience) -> dict[str, Any]:
         info[STORED_IN_INFO["baseline_reward"]] = experience.baseline_reward
     if experience.is_expert:
         info[STORED_IN_INFO["is_expert"]] = True
+    if experience.explore_step:
+        info[STORED_IN_INFO["explore_step"]] = experience.explore_step
     return info
 
 
@@ -66,6 +73,7 @@ def _extra_fields_from_info(info: dict[str, Any]) -> dict[str, Any]:
         "teacher_logprobs": None if teacher is None else torch.tensor(teacher, dtype=torch.float32),
         "baseline_reward": info.pop(STORED_IN_INFO["baseline_reward"], None),
         "is_expert": bool(info.pop(STORED_IN_INFO["is_expert"], False)),
+        "explore_step": int(info.pop(STORED_IN_INFO["explore_step"], 0)),
     }
 
 

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from trivium.buffer.base import BufferExhausted, BufferReader, BufferWriter, check_batch_size, option
+from trivium.buffer.base import BufferExhausted, BufferReader, BufferWriter, Restored, check_batch_size, option
 from trivium.buffer.codec import experience_from_json, experience_to_json
 from trivium.core.experience import Experience
 from trivium.errors import UserError
@@ -91,3 +91,12 @@ class JsonlReader(BufferReader):
 
     def close(self) -> None:
         self._file.close()
+
+    def state_dict(self, max_explore_step: int | None = None) -> dict[str, Any]:
+        return {"line": self._line_number}
+
+    def load_state_dict(self, state: dict[str, Any]) -> Restored:
+        """Skip the lines a checkpointed run had already read."""
+        while self._line_number < int(state.get("line", 0)) and self._file.readline():
+            self._line_number += 1
+        return Restored()

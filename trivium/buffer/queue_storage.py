@@ -27,6 +27,7 @@ from trivium.buffer.base import (
     BufferExhausted,
     BufferReader,
     BufferWriter,
+    Restored,
     check_batch_size,
     option,
 )
@@ -208,6 +209,42 @@ class ExperienceQueue:
                 heapq.heappush(self._cooling, (now + cooldown, next(self._arrival), entry))
         return batch, first_reads
 
+    # ---- checkpoints ----------------------------------------------------------------
+    def unread(self, max_explore_step: int | None = None) -> list[tuple[Experience, int]]:
+        """What a reader could still get, with use counts, oldest first: the buffer part of a checkpoint.
+
+        Experiences sampled after explorer step ``max_explore_step`` are left out: a resumed
+        explorer samples those steps again.
+        """
+        with self._condition:
+            if self.replay is None:
+                held = [(experience, 0) for experience in self._fifo]
+            else:
+                entries = self._ready + [entry for _, _, entry in self._cooling]
+                held = [(e.experience, e.use_count) for e in sorted(entries, key=lambda e: e.sort_key[1])]
+        if max_explore_step is None:
+            return held
+        return [(e, uses) for e, uses in held if e.explore_step <= max_explore_step]
+
+    def replace_unread(self, held: list[tuple[Experience, int]]) -> int:
+        """Make ``held`` the queue's whole content (a resumed run); returns how many of the
+        experiences it held before are not in ``held``."""
+        kept = {experience.eid for experience, _ in held}
+        with self._condition:
+            before = [e.eid for e in self._fifo] + [e.experience.eid for e in self._ready]
+            before += [entry.experience.eid for _, _, entry in self._cooling]
+            dropped = sum(eid not in kept for eid in before)
+            self._fifo.clear()
+            self._ready.clear()
+            self._cooling.clear()
+            for experience, uses in held:
+                if self.replay is None:
+                    self._fifo.append(experience)
+                else:
+                    self._push_ready(_Entry((0.0, 0), experience, uses))
+            self._condition.notify_all()
+        return dropped
+
     def _release_cooled(self) -> None:
         now = time.monotonic()
         while self._cooling and self._cooling[0][0] <= now:
@@ -290,3 +327,11 @@ class QueueReader(BufferReader):
 
     def close(self) -> None:
         self.queue.close_consumer()
+
+    def state_dict(self, max_explore_step: int | None = None) -> dict[str, Any]:
+        held = self.queue.unread(max_explore_step)
+        return {"unread": [{"experience": e.to_dict(), "use_count": uses} for e, uses in held]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> Restored:
+        held = [(Experience.from_dict(item["experience"]), int(item["use_count"])) for item in state.get("unread", [])]
+        return Restored(kept=len(held), dropped=self.queue.replace_unread(held))

@@ -17,6 +17,7 @@ from trivium.buffer.base import (
     BufferExhausted,
     BufferReader,
     BufferWriter,
+    Restored,
     check_batch_size,
     option,
 )
@@ -91,3 +92,14 @@ class SQLReader(BufferReader):
                 return batch
             time.sleep(min(poll, remaining))
             poll = min(poll * 2, _MAX_POLL)
+
+    def state_dict(self, max_explore_step: int | None = None) -> dict[str, Any]:
+        """The rows no reader has taken yet (up to explorer step ``max_explore_step``), by eid."""
+        unread = self.store.unconsumed()
+        if max_explore_step is not None:
+            unread = [e for e in unread if e.explore_step <= max_explore_step]
+        return {"unread_eids": [e.eid for e in unread]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> Restored:
+        eids = list(state.get("unread_eids", []))
+        return Restored(kept=len(eids), dropped=self.store.keep_unread_only(eids))

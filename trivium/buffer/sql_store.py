@@ -176,6 +176,34 @@ class SqlExperienceStore:
 
         return self._run(load)
 
+    def keep_unread_only(self, eids: list[str]) -> int:
+        """Make exactly ``eids`` the unread rows (a resumed run: what its checkpoint had not
+        trained on). Returns how many unread rows were dropped."""
+
+        def reset() -> int:
+            with self._writing() as connection:
+                unread = set(
+                    connection.execute(
+                        select(_experiences.c.eid).where(
+                            _experiences.c.buffer == self.buffer_name, _experiences.c.consumed.is_(False)
+                        )
+                    ).scalars()
+                )
+                connection.execute(
+                    update(_experiences)
+                    .where(_experiences.c.buffer == self.buffer_name, _experiences.c.consumed.is_(False))
+                    .values(consumed=True)
+                )
+                for chunk in _chunks(eids):
+                    connection.execute(
+                        update(_experiences)
+                        .where(_experiences.c.buffer == self.buffer_name, _experiences.c.eid.in_(chunk))
+                        .values(consumed=False)
+                    )
+            return len(unread - set(eids))
+
+        return self._run(reset)
+
     def count(self, consumed: bool | None = None) -> int:
         def query() -> int:
             statement = select(func.count()).select_from(_experiences).where(

@@ -15,6 +15,7 @@ class ModeTraits:
     reads_training_tasksets: bool  # needs buffer.explorer_input.tasksets
     concurrent: bool  # explorer and trainer run at the same time
     resumes: bool = True  # continue_from_checkpoint picks up the run directory's state
+    serves_api: bool = False  # explores by serving the policy over HTTP to outside applications
 
 
 MODE_TRAITS: dict[str, ModeTraits] = {
@@ -23,6 +24,7 @@ MODE_TRAITS: dict[str, ModeTraits] = {
     "train": ModeTraits(explores=False, trains=True, reads_training_tasksets=False, concurrent=False),
     "explore": ModeTraits(explores=True, trains=False, reads_training_tasksets=True, concurrent=False),
     "bench": ModeTraits(explores=True, trains=False, reads_training_tasksets=False, concurrent=False, resumes=False),
+    "serve": ModeTraits(explores=True, trains=True, reads_training_tasksets=False, concurrent=True, serves_api=True),
 }
 
 EXPLORING_MODES = tuple(mode for mode, traits in MODE_TRAITS.items() if traits.explores)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from trivium.config.modes import EXPLORING_MODES, TRAINING_MODES
+from trivium.config.modes import EXPLORING_MODES, TRAINING_MODES, traits_of
 from trivium.config.resolve import engine_devices, explorer_total_steps
 from trivium.config.schema import TriviumConfig
 
@@ -93,12 +93,17 @@ class Plan:
 def explain(config: TriviumConfig) -> Plan:
     """The plan of a resolved config."""
     buffer, mode = config.buffer, config.mode
-    explores = mode in EXPLORING_MODES
+    serves = traits_of(mode).serves_api
+    # Serve mode's experiences come from outside applications' sessions, not from tasks.
+    explores = mode in EXPLORING_MODES and not serves
     trains = mode in TRAINING_MODES
+    address = f"http://{config.explorer.listen_address}:{config.explorer.proxy_port}/v1"
+    serve_line = f"serves the policy at {address} (OpenAI-compatible); committed sessions feed the trainer"
+    serve_lines = [serve_line] if serves else []
     plan = Plan(
         title=f"run {config.project}/{config.name} -> {config.checkpoint_job_dir}",
         mode=mode,
-        device_lines=[*_device_lines(config), _placement_line(config)],
+        device_lines=[*_device_lines(config), _placement_line(config), *serve_lines],
         sync_line=(
             f"{config.synchronizer.sync_method} every {config.synchronizer.sync_interval} step(s), "
             f"style {config.synchronizer.sync_style}, offset {config.synchronizer.sync_offset}"

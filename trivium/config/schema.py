@@ -58,7 +58,7 @@ OVER_ROLLOUT_UNUSED = "the explorer waits for every task of a step"
 DYNAMIC_TIMEOUT_UNUSED = "every task gets explorer.max_timeout"
 DATA_JUICER_UNUSED = "the data_juicer operator runs the package in the explorer's process; no server is used"
 
-MODES = ["both", "train", "explore", "bench", "colocate"]
+MODES = ["both", "train", "explore", "bench", "colocate", "serve"]
 ALGORITHM_TYPES = [
     "ppo", "grpo", "opmd", "dpo", "sft", "mix", "rloo", "reinforceplusplus", "remax", "gspo", "cispo",
     "grpo_verl", "asymre", "topr", "sapo", "rec", "sppo", "raft", "mix_chord", "on_policy_distill", "jsd",
@@ -89,7 +89,7 @@ LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 PLACEMENT = "a device count Trinity-RFT derives for Ray; trivium derives its own device split"
 ENGINE_PLACEMENT = "placement detail of Trinity-RFT's Ray engines"
 FORMAT_UNUSED = "the built-in workflows do not read it yet"
-SERVE = "Trinity-RFT's serve mode, which trivium does not have"
+SERVE = "trivium's serve mode runs its engine in the run's own process, so it has no engine supervision"
 
 
 # ---------------------------------------------------------------- algorithm
@@ -386,7 +386,10 @@ class BufferConfig:
 
 @dataclass
 class InferenceModelConfig:
-    engine_type: str = opt("hf", "Inference backend ('hf' runs everywhere).", ENGINE_TYPES)
+    engine_type: str = opt(
+        "hf", "Inference backend ('hf' runs everywhere).",
+        ENGINE_TYPES, dotted_path=True,
+    )
     engine_num: int = opt(1, "Number of engines.")
     tensor_parallel_size: int = opt(1, "Devices per engine.")
     enable_history: bool = opt(False, "Record every model call as an experience.")
@@ -468,11 +471,17 @@ class ExplorerConfig:
     runner_state_report_interval: float = opt(0, "Seconds between runner status reports; 0 is off.")
     bench_on_latest_checkpoint: bool = opt(False, "In bench mode, evaluate only the newest checkpoint.")
     runner_num: Optional[int] = opt(None, "Total workflow runners (older spelling).", unused="runner_per_model sets the runners")
-    proxy_port: int = opt(8010, "Port of the model proxy in serve mode.", unused=SERVE)
-    listen_address: str = opt("0.0.0.0", "Address of the model proxy in serve mode.", unused=SERVE)
+    proxy_port: int = opt(8010, "Port of the OpenAI-compatible API that serves the policy in serve mode.")
+    listen_address: str = opt(
+        "127.0.0.1", "Address the serve-mode API listens on; 127.0.0.1 (this machine only) by default. 0.0.0.0 "
+        "opens it to every network interface: anyone who reaches it can sample the policy and post rewards.",
+    )
     service_status_check_interval: int = opt(60, "Seconds between engine health checks in serve mode.", unused=SERVE)
     min_running_model_num: int = opt(1, "Engines that must be up in serve mode.", unused=SERVE)
-    db_url: Optional[str] = opt(None, "Database of served experiences in serve mode.", unused=SERVE)
+    db_url: Optional[str] = opt(
+        None, "Database of served experiences in serve mode.",
+        unused="serve mode writes its experiences to buffer.trainer_input.experience_buffer",
+    )
 
 
 # ---------------------------------------------------------------- synchronizer / trainer
@@ -638,7 +647,11 @@ class StageConfig:
 class TriviumConfig:
     project: str = opt("trivium", "Project name (groups runs).")
     name: str = opt("run", "Run name.")
-    mode: str = opt("both", "What runs: explorer and trainer, one of them, a benchmark, or both on one device.", MODES)
+    mode: str = opt(
+        "both", "What runs: explorer and trainer, one of them, a benchmark, both on one device, or serve (the "
+        "policy served to outside applications over an OpenAI-compatible API while the trainer learns from "
+        "their rewarded sessions).", MODES,
+    )
     checkpoint_root_dir: str = opt("./checkpoints", "Root of run directories <root>/<project>/<name>/.")
     continue_from_checkpoint: bool = opt(True, "Resume from the run directory; else a used one gets a timestamp.")
     ray_namespace: Optional[str] = opt(None, "Ray namespace; <project>/<name> when unset.")

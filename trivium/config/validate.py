@@ -20,6 +20,7 @@ from trivium.config.modes import MODE_TRAITS, traits_of
 from trivium.config.schema import TriviumConfig
 from trivium.config.taskset_size import count_rows
 from trivium.config.typecheck import check_values
+from trivium.serve.config_rules import check_serve_mode, serve_notes
 
 
 
@@ -279,7 +280,7 @@ def _engines_and_trainer(config: TriviumConfig, problems: list[Problem]) -> None
 
 RULES: list[Callable[[TriviumConfig, list[Problem]], None]] = [
     _required, _ranges, _token_limits, check_algorithm, _data, _devices, _sync, _engines_and_trainer,
-    unsupported_key_problems, check_workflows,
+    unsupported_key_problems, check_workflows, check_serve_mode,
 ]
 
 
@@ -324,5 +325,6 @@ def suggestions(config: TriviumConfig) -> list[Suggestion]:
         advice.append(Suggestion("model.lora_configs", "ignored because model.tinker.enable is true", "note"))
     advice += algorithm_notes(config)
     advice += workflow_notes(config)
+    advice += serve_notes(config)
     advice += memory_suggestions(config)
     return advice

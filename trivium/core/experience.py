@@ -53,6 +53,8 @@ class Experience:
     task_id: str = ""
     run_id: int = 0
     model_version: int = 0
+    # The explorer step that sampled it (0: not from an explorer step, e.g. a dataset row).
+    explore_step: int = 0
     # A prompt that was cut to max_prompt_tokens is kept for metrics but not trained on.
     prompt_truncated: bool = False
     # A multi-turn episode that reached max_model_len and ended there; trained on or not per
@@ -107,6 +109,7 @@ class Experience:
             "task_id": self.task_id,
             "run_id": self.run_id,
             "model_version": self.model_version,
+            "explore_step": self.explore_step,
             "tokens": listed(self.tokens),
             "prompt_length": self.prompt_length,
             "logprobs": listed(self.logprobs),

@@ -26,7 +26,7 @@ from trivium.algorithm.advantages import ADVANTAGE_FNS, computed_by_explorer, re
 from trivium.buffer.base import BufferExhausted
 from trivium.core.experience import Experience, episode_index
 from trivium.explorer.metrics import eval_metrics, rollout_metrics
-from trivium.explorer.runner import RunnerPool, raise_if_all_misconfigured, split_units
+from trivium.explorer.runner import RunnerPool, raise_if_all_misconfigured, split_units, stuck_workflows
 from trivium.explorer.stall import StallWatch
 
 
@@ -82,6 +82,9 @@ class Explorer:
         self.model_version = model_version
         self.logger = logger or logging.getLogger("trivium.explorer")
         self.state = ExplorerState()
+        # The position after the last step whose experiences were all written: what a
+        # checkpoint records. ``state`` runs ahead of it while a step is under way.
+        self._committed: dict[str, Any] = self._current_state()
         self.stall_watch = StallWatch(max_failed_steps=max_failed_steps)
 
     # ------------------------------------------------------------------ one step
@@ -109,25 +112,33 @@ class Explorer:
         version = self.model_version()
         for exp in experiences:
             exp.model_version = version
+            exp.explore_step = self.state.step
         if self.greedy_baseline and experiences:
             self.add_greedy_baselines(tasks, experiences)
-        if self.teacher is not None and experiences:
-            self.add_teacher_logprobs(experiences)
-        if self.group_advantages:
-            self.compute_group_advantages(experiences)
-        pipeline_metrics: dict[str, float] = {}
-        if self.experience_pipeline is not None and experiences:
-            experiences, pipeline_metrics = self.experience_pipeline.process(experiences)
+        experiences, pipeline_metrics = self.prepare_for_training(experiences)
         if experiences:
             self.writer.write(experiences)
         self.state.failed_tasks += sum(not r.ok for r in results)
+        self._committed = self._current_state()
         metrics = rollout_metrics(results, experiences, time.perf_counter() - start)
         metrics.update({f"pipeline/{k}": v for k, v in pipeline_metrics.items()})
         metrics["explorer/step"] = float(self.state.step)
         metrics["explorer/model_version"] = float(version)
         metrics["rollout/failed_tasks_total"] = float(self.state.failed_tasks)
+        metrics["rollout/stuck_workflows"] = float(stuck_workflows())
         self.logger.info("explore step %d: %s", self.state.step, _brief(metrics))
         return metrics
+
+    def prepare_for_training(self, experiences: list[Experience]) -> tuple[list[Experience], dict[str, float]]:
+        """Rewarded experiences made ready for the buffer: teacher logprobs and group advantages
+        when the algorithm asks, then the experience pipeline; returns them and the pipeline's metrics."""
+        if self.teacher is not None and experiences:
+            self.add_teacher_logprobs(experiences)
+        if self.group_advantages:
+            self.compute_group_advantages(experiences)
+        if self.experience_pipeline is not None and experiences:
+            return self.experience_pipeline.process(experiences)
+        return experiences, {}
 
     def compute_group_advantages(self, experiences: list[Experience]) -> None:
         """Group-based advantages need every sample of a task; a step holds whole groups."""
@@ -200,6 +211,11 @@ class Explorer:
 
     # ------------------------------------------------------------------ resume
     def state_dict(self) -> dict[str, Any]:
+        """The position after the last finished step: every experience of steps up to
+        ``step`` is in the buffer, none of a later step is. Safe to call while a step runs."""
+        return dict(self._committed)
+
+    def _current_state(self) -> dict[str, Any]:
         reader_state = self.taskset_reader.state_dict() if hasattr(self.taskset_reader, "state_dict") else {}
         return {"step": self.state.step, "failed_tasks": self.state.failed_tasks, "taskset": reader_state}
 
@@ -208,6 +224,7 @@ class Explorer:
         self.state.failed_tasks = int(state.get("failed_tasks", 0))
         if state.get("taskset") and hasattr(self.taskset_reader, "load_state_dict"):
             self.taskset_reader.load_state_dict(state["taskset"])
+        self._committed = self._current_state()
 
 
 def _brief(metrics: dict[str, float]) -> str:

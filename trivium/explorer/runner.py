@@ -4,8 +4,11 @@ A workflow that raises, hangs or returns garbage never stops the run: the failur
 up to ``max_retry_times``, then counted and logged with the task id. Each runner has its own
 log file through its logger.
 
-Threads cannot be killed, so an attempt that times out is abandoned (its daemon thread may
-finish later; its result is discarded). Asynchronous workflows are cancelled instead.
+An attempt that times out is stopped: ``WorkflowCancelled`` is raised inside its thread (at
+the next Python instruction it runs), so a workflow spinning in Python code ends and frees the
+CPU. A thread blocked in native code (a socket read without a timeout, a long C call) only sees
+it when that call returns; until then it is counted in ``rollout/stuck_workflows`` and its result
+is discarded. Asynchronous workflows are cancelled by asyncio instead.
 """
 
 from __future__ import annotations
@@ -29,6 +32,32 @@ from trivium.models.engine.busy_clients import BusyClients
 
 class WorkflowTimeout(Exception):
     pass
+
+
+class WorkflowCancelled(BaseException):
+    """Raised inside a workflow's thread when its attempt timed out (a BaseException, so a
+    workflow's own ``except Exception`` does not swallow it)."""
+
+
+# Threads of timed-out attempts told to stop; those still alive are stuck in native code.
+_cancelled_threads: set[threading.Thread] = set()
+_cancelled_lock = threading.Lock()
+# How long (at most: never longer than the timeout itself) a timed-out attempt's thread gets
+# to unwind after being told to stop.
+CANCEL_GRACE_SECONDS = 2.0
+
+
+def stuck_workflows() -> int:
+    """Timed-out workflow threads that have not stopped yet."""
+    with _cancelled_lock:
+        _cancelled_threads.difference_update([t for t in _cancelled_threads if not t.is_alive()])
+        return len(_cancelled_threads)
+
+
+def _raise_in_thread(thread: threading.Thread, exception: type[BaseException]) -> None:
+    import ctypes
+
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(exception))
 
 
 class InvalidWorkflowOutput(Exception):
@@ -103,7 +132,7 @@ def _describe(output: Any) -> str:
 
 
 def call_with_timeout(fn: Callable[[], Any], timeout: float | None) -> Any:
-    """Run ``fn`` in a daemon thread; raise WorkflowTimeout if it outlives ``timeout``."""
+    """Run ``fn`` in a daemon thread; past ``timeout``, stop it and raise WorkflowTimeout."""
     if not timeout:
         return fn()
     box: dict[str, Any] = {}
@@ -112,14 +141,24 @@ def call_with_timeout(fn: Callable[[], Any], timeout: float | None) -> Any:
     def target() -> None:
         try:
             box["value"] = fn()
+        except WorkflowCancelled:
+            pass
         except BaseException as error:  # re-raised in the caller's thread
             box["error"] = error
         finally:
             done.set()
 
-    threading.Thread(target=target, daemon=True, name="workflow-attempt").start()
+    thread = threading.Thread(target=target, daemon=True, name="workflow-attempt")
+    thread.start()
     if not done.wait(timeout):
-        raise WorkflowTimeout(f"workflow did not finish within {timeout:.0f}s")
+        with _cancelled_lock:
+            _cancelled_threads.add(thread)
+        _raise_in_thread(thread, WorkflowCancelled)
+        stopped = done.wait(min(CANCEL_GRACE_SECONDS, timeout))
+        raise WorkflowTimeout(
+            f"workflow did not finish within {timeout:g}s; "
+            + ("it was stopped" if stopped else "its thread is blocked in native code and is left to finish")
+        )
     if "error" in box:
         raise box["error"]
     return box["value"]

@@ -11,6 +11,12 @@ Sampling is the engine's job; concurrent requests are merged into shared engine 
   HTTP, with exact token ids, per-token logprobs and the model version, so experiences built
   from a remote engine are identical to ones built in-process.
 
+Given a session recorder (``mode: serve``, see ``trivium.serve``), chat requests that carry an
+``X-Session-Id`` header are recorded token-exactly per session, and two more endpoints take
+the outside application's rewards: ``POST /feedback`` and ``POST /commit``. Every response
+carries the model version it was served with: the ``X-Model-Version`` header, and in
+completions also the ``model_version`` field and ``system_fingerprint`` ``trivium-v<version>``.
+
 The completions endpoint also speaks the token-id dialect of vLLM servers
 (``return_tokens_as_token_ids`` gives tokens as ``"token_id:<id>"``), which the ``external``
 engine relies on.
@@ -50,6 +56,8 @@ from trivium.models.server_guard import (
 logger = logging.getLogger(__name__)
 
 TOKEN_ID_PREFIX = "token_id:"
+SESSION_HEADER = "X-Session-Id"
+VERSION_HEADER = "X-Model-Version"
 SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingParams))
 # Request keys that map one-to-one onto SamplingParams (OpenAI names plus vLLM's extras).
 _PASSTHROUGH_SAMPLING_KEYS = ("temperature", "top_p", "top_k", "repetition_penalty", "min_tokens", "n", "seed")
@@ -105,6 +113,23 @@ def _refuse_streaming(body: dict[str, Any]) -> None:
         raise BadRequest("streaming is not supported by this server; send stream=false")
 
 
+def session_rollout_args(body: dict[str, Any]) -> dict[str, Any]:
+    """The sampling keys of a recorded chat request, as the model wrapper's rollout arguments."""
+    if body.get("stop") or body.get("stop_token_ids"):
+        raise BadRequest("`stop` is not supported in recorded sessions; the model stops at its end-of-turn token")
+    args = {key: body[key] for key in ("temperature", "top_p", "top_k", "repetition_penalty", "min_tokens", "seed")
+            if body.get(key) is not None}
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None:
+        args["max_tokens"] = max_tokens
+    for key, value in args.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise BadRequest(f"`{key}` must be a number, got {value!r}")
+    if "max_tokens" in args and (not isinstance(args["max_tokens"], int) or args["max_tokens"] < 1):
+        raise BadRequest(f"`max_tokens` must be a positive integer, got {args['max_tokens']!r}")
+    return args
+
+
 # ---------------------------------------------------------------- response shaping
 def _token_strings(tokenizer, token_ids: list[int], as_ids: bool) -> list[str]:
     if as_ids:
@@ -127,15 +152,22 @@ def output_from_dict(data: dict[str, Any]) -> GenerationOutput:
     return GenerationOutput(**{f.name: data[f.name] for f in fields(GenerationOutput) if f.name in data})
 
 
+def _version_fields(version: int) -> dict[str, Any]:
+    """The served model version, as trivium's field and in OpenAI's ``system_fingerprint``."""
+    return {"model_version": int(version), "system_fingerprint": f"trivium-v{int(version)}"}
+
+
 # ---------------------------------------------------------------- the service
 class EngineService:
     """The request handlers, independent of the HTTP framework (so they are easy to test)."""
 
     def __init__(self, engine: InferenceEngine, model_name: str, model_path: str | None = None,
-                 limits: ServerLimits = ServerLimits()):
+                 limits: ServerLimits = ServerLimits(), sessions: Any = None):
         if engine.tokenizer is None:
             raise UserError("the served engine has no tokenizer; text prompts and chat need one")
         self.engine = engine
+        # A SessionRecorder (trivium.serve.sessions) when chat sessions are recorded for training.
+        self.sessions = sessions
         self.tokenizer = engine.tokenizer
         self.model_name = model_name
         self.model_path = model_path
@@ -164,8 +196,9 @@ class EngineService:
         want_logprobs = body.get("logprobs") is not None
         echo = bool(body.get("echo"))
         if echo and body.get("max_tokens") == 0:  # scoring only: nothing is generated
-            outputs = [[GenerationOutput(prompt_ids=p, token_ids=[], logprobs=[], text="", finish_reason="length")]
-                       for p in prompts]
+            version = self.engine.version()
+            outputs = [[GenerationOutput(prompt_ids=p, token_ids=[], logprobs=[], text="", finish_reason="length",
+                                         model_version=version)] for p in prompts]
         else:
             params = sampling_params(body, stop_token_ids=stop_ids)
             check_samples(prompts=len(prompts), n=params.n, limits=self.limits)
@@ -185,8 +218,10 @@ class EngineService:
                                 "top_logprobs": None, "text_offset": None}
                 choices.append({"index": len(choices), "text": text, "logprobs": logprobs,
                                 "finish_reason": output.finish_reason})
+        version = outputs[0][0].model_version
         return {"id": f"cmpl-{time.time_ns()}", "object": "text_completion", "created": int(time.time()),
-                "model": self.model_name, "choices": choices, "usage": _usage(prompts, outputs)}
+                "model": self.model_name, "choices": choices, "usage": _usage(prompts, outputs),
+                **_version_fields(version)}
 
     def _prompt_logprobs(self, prompts: list[list[int]]) -> list[list[float | None]]:
         """Each prompt token's logprob given the ones before it; the first has none."""
@@ -199,11 +234,13 @@ class EngineService:
             scores.append([None] + values)
         return scores
 
-    def chat_completions(self, body: dict[str, Any]) -> dict[str, Any]:
+    def chat_completions(self, body: dict[str, Any], session_id: str | None = None) -> dict[str, Any]:
         _refuse_streaming(body)
         check_model_name(body.get("model"), self.model_name)
         messages = body.get("messages")
         check_messages(messages)
+        if session_id is not None:
+            return self._session_chat(body, session_id)
         template_kwargs = body.get("chat_template_kwargs") or {}
         if not isinstance(template_kwargs, dict):
             raise BadRequest("`chat_template_kwargs` must be an object")
@@ -235,10 +272,56 @@ class EngineService:
                 choice["token_ids"] = list(output.token_ids)
             choices.append(choice)
         response = {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()),
-                    "model": self.model_name, "choices": choices, "usage": _usage([prompt], outputs)}
+                    "model": self.model_name, "choices": choices, "usage": _usage([prompt], outputs),
+                    **_version_fields(outputs[0][0].model_version)}
         if with_token_ids:
             response["prompt_token_ids"] = prompt
         return response
+
+    def _session_chat(self, body: dict[str, Any], session_id: str) -> dict[str, Any]:
+        """A chat turn of a recorded session: sampled through the session recorder, token-exact."""
+        if self.sessions is None:
+            raise BadRequest(f"this server records no sessions (serve mode does); drop the {SESSION_HEADER} header")
+        n = 1 if body.get("n") is None else body["n"]
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise BadRequest(f"`n` must be a positive integer, got {n!r}")
+        check_samples(prompts=1, n=n, limits=self.limits)
+        turns = self.sessions.chat(session_id, body["messages"], tools=body.get("tools"), n=n,
+                                   rollout_args=session_rollout_args(body))
+        choices = []
+        for index, turn in enumerate(turns):
+            message = {"role": "assistant", "content": turn.content}
+            if turn.tool_calls:
+                message["tool_calls"] = turn.tool_calls
+            choice = {"index": index, "message": message, "logprobs": None,
+                      "finish_reason": "tool_calls" if turn.tool_calls else turn.finish_reason}
+            if body.get("logprobs"):
+                strings = _token_strings(self.tokenizer, turn.token_ids, bool(body.get("return_tokens_as_token_ids")))
+                choice["logprobs"] = {"content": [
+                    {"token": s, "logprob": v, "bytes": list(s.encode("utf-8")), "top_logprobs": []}
+                    for s, v in zip(strings, turn.logprobs)
+                ]}
+            if body.get("return_token_ids"):
+                choice["token_ids"] = list(turn.token_ids)
+            choices.append(choice)
+        completion_tokens = sum(len(turn.token_ids) for turn in turns)
+        prompt_tokens = turns[0].prompt_tokens
+        return {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()),
+                "model": self.model_name, "choices": choices,
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "total_tokens": prompt_tokens + completion_tokens},
+                "session_id": session_id, **_version_fields(turns[0].model_version)}
+
+    def feedback(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._recorder().feedback(body)
+
+    def commit(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._recorder().commit()
+
+    def _recorder(self) -> Any:
+        if self.sessions is None:
+            raise BadRequest("this server records no sessions; /feedback and /commit belong to serve mode")
+        return self.sessions
 
     # ---- the trivium extension: the engine interface, token-exact -----------------------
     def trivium_generate(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -280,21 +363,24 @@ class EngineService:
 
 
 def create_app(engine: InferenceEngine, model_name: str = "trivium", model_path: str | None = None, *,
-               api_key: str | None = None, limits: ServerLimits = ServerLimits()):
+               api_key: str | None = None, limits: ServerLimits = ServerLimits(), sessions: Any = None):
     """A FastAPI app serving ``engine``; ``model_name`` is the id clients send as ``model``.
 
     With ``api_key``, every endpoint but ``/health`` needs ``Authorization: Bearer <api_key>``.
+    With ``sessions`` (a ``trivium.serve.sessions.SessionRecorder``), chat requests carrying
+    ``X-Session-Id`` are recorded, and ``/feedback`` and ``/commit`` are served.
     """
-    from fastapi import FastAPI, Request
+    from fastapi import FastAPI, Request, Response
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
 
-    service = EngineService(engine, model_name, model_path, limits)
+    service = EngineService(engine, model_name, model_path, limits, sessions)
     app = FastAPI(title=f"trivium model server ({model_name})")
     app.state.service = service
 
     def refuse(problem: HTTPProblem) -> JSONResponse:
-        return JSONResponse(status_code=problem.status, content=problem.body())
+        return JSONResponse(status_code=problem.status, content=problem.body(),
+                            headers={VERSION_HEADER: str(engine.version())})
 
     @app.exception_handler(UserError)
     async def user_error(_request: Request, error: UserError) -> JSONResponse:
@@ -325,7 +411,10 @@ def create_app(engine: InferenceEngine, model_name: str = "trivium", model_path:
                 check_request_size(size, limits)
         except HTTPProblem as problem:
             return refuse(problem)
-        return await call_next(request)
+        response = await call_next(request)
+        if VERSION_HEADER not in response.headers:  # handlers that sampled set the version they used
+            response.headers[VERSION_HEADER] = str(engine.version())
+        return response
 
     # Handlers are plain functions: FastAPI runs them in its thread pool, so a slow
     # generation never blocks /health, and concurrent requests meet in the batcher.
@@ -333,26 +422,53 @@ def create_app(engine: InferenceEngine, model_name: str = "trivium", model_path:
     app.get("/v1/models")(service.models)
 
     def post(path: str, handler) -> None:
-        def endpoint(body: dict) -> dict:
-            return handler(body)
+        def endpoint(body: dict, response: Response) -> dict:
+            result = handler(body)
+            if "model_version" in result:
+                response.headers[VERSION_HEADER] = str(result["model_version"])
+            return result
 
-        app.post(path)(endpoint)
+        app.post(path)(_resolved(endpoint, response=Response))
 
     post("/v1/completions", service.completions)
-    post("/v1/chat/completions", service.chat_completions)
     post("/v1/trivium/generate", service.trivium_generate)
     post("/v1/trivium/logprobs", service.trivium_logprobs)
+
+    def chat_completions(body: dict, request: Request, response: Response) -> dict:
+        session_id = request.headers.get(SESSION_HEADER)
+        result = service.chat_completions(body, session_id)
+        response.headers[VERSION_HEADER] = str(result["model_version"])
+        return result
+
+    app.post("/v1/chat/completions")(_resolved(chat_completions, request=Request, response=Response))
+
+    if sessions is not None:
+        post("/feedback", service.feedback)
+
+        def commit(body: dict | None = None) -> dict:  # the body may be left out
+            return service.commit(body or {})
+
+        app.post("/commit")(commit)
     app.router.on_shutdown.append(service.close)
     return app
 
 
+def _resolved(endpoint, **classes):
+    """``endpoint`` with the FastAPI classes its parameters name: this module's annotations are
+    strings (``from __future__ import annotations``), and FastAPI, imported lazily, is not
+    among the module's globals where it would look them up."""
+    endpoint.__annotations__.update(classes)
+    return endpoint
+
+
 # ---------------------------------------------------------------- running it
-def check_port_free(host: str, port: int) -> None:
+def check_port_free(host: str, port: int, *, key: str = "--port") -> None:
+    """A clear error naming ``key`` when ``host:port`` cannot be listened on."""
     with socket.socket() as probe:
         try:
             probe.bind((host, port))
         except OSError as error:
-            raise UserError(f"cannot listen on {host}:{port} ({error.strerror}); choose another --port") from None
+            raise UserError(f"cannot listen on {host}:{port} ({error.strerror}); choose another {key}") from None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -378,12 +494,12 @@ def serve(engine: InferenceEngine, *, host: str = "127.0.0.1", port: int = 8010,
 @contextmanager
 def serve_in_thread(engine: InferenceEngine, *, host: str = "127.0.0.1", port: int | None = None,
                     model_name: str = "trivium", startup_timeout: float = 30.0, api_key: str | None = None,
-                    limits: ServerLimits = ServerLimits()) -> Iterator[str]:
+                    limits: ServerLimits = ServerLimits(), sessions: Any = None) -> Iterator[str]:
     """Serve ``engine`` from a background thread for the ``with`` block; yields the ``/v1`` base URL."""
     import uvicorn
 
     port = port or free_port(host)
-    app = create_app(engine, model_name, api_key=api_key, limits=limits)
+    app = create_app(engine, model_name, api_key=api_key, limits=limits, sessions=sessions)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name="trivium-model-server", daemon=True)
     thread.start()

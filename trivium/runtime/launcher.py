@@ -12,12 +12,14 @@ from typing import Any
 from trivium.runtime import loops, stopping
 from trivium.runtime.cpu_share import restored_torch_threads
 from trivium.runtime.session import RunSession
+from trivium.serve.loop import run_serve
 
 LOOPS = {
     "colocate": loops.run_colocate,
     "both": loops.run_both,
     "train": loops.run_train,
     "explore": loops.run_explore,
+    "serve": run_serve,
 }
 
 logger = logging.getLogger("trivium.runtime")

@@ -5,6 +5,8 @@
   the synchronizer decides when the explorer waits for new weights.
 - ``train``: the trainer alone, from the experience buffer or a dataset (sft, dpo).
 - ``explore``: the explorer alone; it picks up newer checkpoints from the run directory.
+- ``serve``: in ``trivium.serve.loop``: the policy served over HTTP to outside applications
+  while the trainer learns from their rewarded sessions.
 
 The loops call the session and its two workers only. The workers are local objects or Ray
 actors (``trivium.runtime.ray_placement``); the loop code is the same.
@@ -87,7 +89,7 @@ def run_colocate(session: RunSession, progress: Any = None) -> None:
     sync = session.synchronizer
     batch_size = session.settings.train_batch_size
     startup_eval(session)
-    pending = 0  # rollouts written and not yet trained on
+    pending = session.restored_unread  # rollouts written and not yet trained on
     while not training_done(session):
         metrics = explore_once(session, progress)
         if metrics is None:

@@ -227,6 +227,12 @@ class QueueHost:
     def close_consumer(self) -> None:
         self.queue.close_consumer()
 
+    def unread(self, max_explore_step):
+        return self.queue.unread(max_explore_step)
+
+    def replace_unread(self, held) -> int:
+        return self.queue.replace_unread(held)
+
     def pid(self) -> int:
         return os.getpid()
 
@@ -258,6 +264,12 @@ class QueueClient:
 
     def close_consumer(self) -> None:
         self._call("close_consumer")
+
+    def unread(self, max_explore_step: int | None = None):
+        return self._call("unread", max_explore_step)
+
+    def replace_unread(self, held) -> int:
+        return self._call("replace_unread", held)
 
     def __len__(self) -> int:
         return self._call("size")

@@ -11,6 +11,7 @@ whatever the placement.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import torch
 
 from trivium.config.load import config_to_dict
+from trivium.errors import SyncTimeout
 from trivium.runtime.settings import RunSettings, build_run_settings
 from trivium.runtime.workers import ExplorerWorker, TrainerWorker
 from trivium.sync.synchronizer import Synchronizer, WeightUpdate
@@ -45,6 +47,7 @@ class RunSession:
         self.placement = None
         self.trainer_monitor = self.explorer_monitor = None
         self.eval_history: list[tuple[int, dict[str, float]]] = []
+        self.restored_unread = 0  # experiences a resumed trainer finds in its buffer again
         try:
             self._place_workers()
             if settings.traits.trains:
@@ -54,6 +57,8 @@ class RunSession:
             self.synchronizer = self._build_synchronizer()
             # Asked at every explorer step; on Ray each question is a call to the explorer actor.
             self.has_eval_sets = self.explorer is not None and self.explorer.has_eval_sets()
+            if self.trainer is not None:
+                self._resume_trainer_input()
             if self.explorer is not None:
                 self._resume_explorer()
         except BaseException:
@@ -119,19 +124,43 @@ class RunSession:
             elif self.resume and self.explorer.position_saved():
                 # Without a checkpoint the trainer starts again from its first step; the explorer
                 # must too, or the steps it had explored would never be trained.
+                dropped = self.trainer.discard_unread()
                 logger.warning(
                     "no checkpoint to resume from in %s: explorer and trainer start again from step 0 "
-                    "(the explorer's earlier steps had not been trained and saved)", self.run_dir
+                    "(the explorer's earlier steps had not been trained and saved; %d buffered "
+                    "experiences of theirs are dropped)", self.run_dir, dropped,
                 )
             return
         step = self.resume_step
+        reached = self.explorer.saved_position_step()
         self.explorer.restore_checkpoint(step)
         if self.trainer is not None and self.placement is None:
             # In one process the trainer already holds these weights: no need to read them again.
             self.explorer.load_weights(WeightUpdate(step, weights=self.trainer.trainer.weights_for_sync()))
         else:
             self.explorer.load_checkpoint_weights(step)
-        logger.info("resumed the explorer at step %d with weight version %d", self.explorer.step(), step)
+        position = self.explorer.step()
+        logger.info("resumed the explorer at step %d with weight version %d", position, step)
+        if reached is not None and reached > position:
+            logger.warning(
+                "the explorer had reached step %d; steps %d-%d were explored after checkpoint %d and are "
+                "explored again from it (their experiences came from weights this run no longer has)",
+                reached, position + 1, reached, step,
+            )
+
+    def _resume_trainer_input(self) -> None:
+        """The trainer reads on from where its checkpoint left the buffer (or the dataset)."""
+        if self.resume_step is None:
+            return
+        restored = self.trainer.restore_input(self.resume_step)
+        if restored is None:
+            return
+        self.restored_unread, dropped = restored
+        logger.info(
+            "the trainer's buffer holds the %d experiences checkpoint %d had not trained on; "
+            "%d buffered ones sampled after it are dropped (their steps are explored again)",
+            self.restored_unread, self.resume_step, dropped,
+        )
 
     # ------------------------------------------------------------------ logging
     def log_explorer(self, metrics: dict[str, float] | None, step: int) -> None:
@@ -153,7 +182,7 @@ class RunSession:
         if update.is_collective:
             metrics = self.placement.broadcast_weights(update, timeout=self.settings.sync.timeout)
         else:
-            metrics = self.explorer.load_weights(update)
+            metrics = self._within_sync_timeout(lambda: self.explorer.load_weights(update), update.version)
         served = self.explorer.served_version()
         if served != update.version:
             raise RuntimeError(f"the engines serve version {served} after loading version {update.version}")
@@ -161,6 +190,34 @@ class RunSession:
         metrics["time/sync"] = time.perf_counter() - start
         metrics.update(self.explorer.self_check(update))
         return metrics
+
+    def _within_sync_timeout(self, load, version: int) -> dict[str, float]:
+        """``load()``, or SyncTimeout naming the version and step when the engines do not confirm in time.
+
+        A stalled engine call cannot be interrupted; the run stops instead of hanging on it.
+        """
+        timeout = self.settings.sync.timeout
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def target() -> None:
+            try:
+                box["value"] = load()
+            except BaseException as error:  # re-raised below, in the caller's thread
+                box["error"] = error
+            finally:
+                done.set()
+
+        threading.Thread(target=target, name=f"load-weights-v{version}", daemon=True).start()
+        if not done.wait(timeout):
+            raise SyncTimeout(
+                f"loading weight version {version} into the rollout engines (explorer at step {self.explorer.step()}) "
+                f"did not finish within {timeout:.0f}s (synchronizer.sync_timeout); an engine is stalled: see "
+                "log/explorer.log"
+            )
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
     def sync_now(self, *, copy: bool) -> dict[str, float]:
         """Hand the trainer's current weights to the engines at once (colocate, end of a run)."""
@@ -171,8 +228,27 @@ class RunSession:
     def save_checkpoint(self, *, final: bool) -> Path | None:
         if self.trainer is None:
             return None
-        explorer_state = self.explorer.state_dict() if self.explorer is not None else None
+        explorer_state = self._explorer_state_covering_reads() if self.explorer is not None else None
         return Path(self.trainer.save_checkpoint(final=final, explorer_state=explorer_state))
+
+    def _explorer_state_covering_reads(self) -> dict:
+        """The explorer's position, at least as far as every experience the trainer has read.
+
+        A step's experiences are written just before its position is recorded, so the trainer
+        may already have read some of a step the position does not count yet; wait for it.
+        """
+        needed = self.trainer.newest_explore_step_read()
+        deadline = time.monotonic() + self.settings.sync.timeout
+        while True:
+            state = self.explorer.state_dict()
+            if int(state["step"]) >= needed:
+                return state
+            if time.monotonic() > deadline:
+                raise SyncTimeout(
+                    f"checkpoint at trainer step {self.trainer.global_step()}: the explorer has not recorded "
+                    f"step {needed} within {self.settings.sync.timeout:.0f} s though the trainer read its experiences"
+                )
+            time.sleep(0.02)
 
     def save_if_due(self) -> None:
         if self.trainer.checkpoint_due():

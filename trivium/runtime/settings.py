@@ -114,6 +114,14 @@ class RunnerSettings:
 
 
 @dataclass(frozen=True)
+class ServeSettings:
+    """Where serve mode's OpenAI-compatible API listens."""
+
+    listen_address: str
+    port: int
+
+
+@dataclass(frozen=True)
 class ExplorerSettings:
     batch_size: int
     total_steps: int | None  # explorer steps of the run, when known (for progress bars)
@@ -137,6 +145,7 @@ class ExplorerSettings:
     auxiliary: tuple[EngineSettings, ...]
     wrapper: WrapperSettings
     auxiliary_wrappers: tuple[WrapperSettings, ...]
+    serve: ServeSettings
 
 
 @dataclass(frozen=True)
@@ -540,6 +549,7 @@ def explorer_settings(config: Any, engine_threads: int | None = None) -> Explore
         auxiliary=auxiliary_engine_settings(config),
         wrapper=rollout_wrapper_settings(config),
         auxiliary_wrappers=auxiliary_wrapper_settings(config),
+        serve=ServeSettings(listen_address=str(explorer.listen_address), port=int(explorer.proxy_port)),
     )
 
 

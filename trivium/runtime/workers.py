@@ -30,13 +30,15 @@ from trivium.models.lora_delta import (
     update_bytes,
 )
 from trivium.models.model_dir import check_model_dir
-from trivium.runtime import builders
+from trivium.runtime import builders, trained_samples
 from trivium.runtime.settings import RunSettings
 from trivium.sync.self_check import check_sync, trainer_logprobs
 from trivium.sync.synchronizer import WeightUpdate, stage_weights
 from trivium.trainer import checkpoint as ckpt
 
 EXPLORER_STATE_FILE = "explorer_state.json"
+# In a checkpoint: the trainer's reader position, or the experiences it had not read yet.
+TRAINER_INPUT_FILE = "trainer_input.json"
 
 
 class ExplorerWorker:
@@ -94,6 +96,13 @@ class ExplorerWorker:
 
     def position_saved(self) -> bool:
         return self.position_file.exists()
+
+    def saved_position_step(self) -> int | None:
+        """The last step the explorer recorded in the run directory (it may be past the last checkpoint)."""
+        try:
+            return int(json.loads(self.position_file.read_text())["step"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def restore_position(self) -> bool:
         """Explore-only runs have no checkpoints; their position file says where they stopped."""
@@ -216,6 +225,9 @@ class TrainerWorker:
             self.trainer.load_checkpoint(resume_step)
             self.log.info("resumed the trainer from global_step_%d", resume_step)
         self.reader = builders.build_train_reader(settings, self.tokenizer)
+        # The newest explorer step among the experiences read so far: a checkpoint must record
+        # an explorer position at least this far on.
+        self.newest_explore_step = 0
         self.probe_experiences: list[Any] = []
         self.publications = 0  # weight publications so far; every self_check_interval-th is checked
         # nccl: snapshots by version, kept until broadcast (a broadcast may run in another thread
@@ -255,9 +267,14 @@ class TrainerWorker:
             return {}, 0
         if len(experiences) < batch_size:
             self.log.info("read a partial batch of %d; training on it", len(experiences))
+        self.newest_explore_step = max([self.newest_explore_step, *(e.explore_step for e in experiences)])
         self.probe_experiences = [e for e in experiences[:2] if e.response_length > 0]
         metrics = self.trainer.train_step(experiences)
+        trained_samples.record_step(self.run_dir, self.trainer.global_step, experiences)
         return metrics, sum(not e.is_expert for e in experiences)
+
+    def newest_explore_step_read(self) -> int:
+        return self.newest_explore_step
 
     def close_reader(self) -> None:
         self.reader.close()
@@ -308,15 +325,38 @@ class TrainerWorker:
 
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, *, final: bool, explorer_state: dict[str, Any] | None = None) -> str:
+        """Save the trainer, its input and the explorer's position as one consistent cut.
+
+        With an explorer, the unread experiences kept are those sampled up to the explorer
+        step in ``explorer_state``: a resumed explorer continues after that step.
+        """
         policy = self.settings.checkpoints.save_hf_checkpoint
         export_hf = policy == "always" or (policy == "last" and final)
-        extra = {EXPLORER_STATE_FILE: explorer_state} if explorer_state is not None else None
+        max_explore_step = int(explorer_state["step"]) if explorer_state is not None else None
+        extra = {TRAINER_INPUT_FILE: self.reader.state_dict(max_explore_step)}
+        if explorer_state is not None:
+            extra[EXPLORER_STATE_FILE] = explorer_state
         path = self.trainer.save_checkpoint(export_hf=export_hf, extra_files=extra)
         if policy == "last" and final:
             ckpt.strip_hf_exports(self.run_dir, except_step=self.trainer.global_step)
         ckpt.prune_checkpoints(self.run_dir, self.settings.checkpoints.max_checkpoints_to_keep)
         self.log.info("saved checkpoint %s", path)
         return str(path)
+
+    def restore_input(self, step: int) -> tuple[int, int] | None:
+        """Put the reader where checkpoint ``step`` left it: (unread experiences put back,
+        buffered ones dropped as sampled after the checkpoint); None for a checkpoint that
+        did not record its input."""
+        state_file = ckpt.step_dir(self.run_dir, step) / TRAINER_INPUT_FILE
+        if not state_file.exists():
+            self.log.warning("%s does not record the trainer's input; reading on from where the buffer is", state_file.parent)
+            return None
+        restored = self.reader.load_state_dict(json.loads(state_file.read_text(encoding="utf-8")))
+        return restored.kept, restored.dropped
+
+    def discard_unread(self) -> int:
+        """Drop every buffered experience an explorer sampled (a run starting again from step 0)."""
+        return self.reader.load_state_dict(self.reader.state_dict(max_explore_step=0)).dropped
 
     def checkpoint_due(self) -> bool:
         interval = self.settings.checkpoints.save_interval

@@ -204,7 +204,9 @@ def save_checkpoint(
         if critic_optimizer is not None:
             torch.save({"optimizer": critic_optimizer.state_dict()}, critic_dir / "optimizer.pt")
     for name, content in (extra_files or {}).items():
-        (tmp / name).write_text(json.dumps(content, indent=2))
+        text = json.dumps(content)
+        # Small states are indented for people to read; buffered experiences stay compact.
+        (tmp / name).write_text(json.dumps(content, indent=2) if len(text) < 65536 else text)
     # trainer_state.json last: its presence marks the actor directory complete.
     (actor_dir / "trainer_state.json").write_text(json.dumps({"global_step": step, **trainer_state}, indent=2))
     install(tmp, final, aside_dir(run_dir, step))

@@ -30,6 +30,16 @@ class MixSampler:
             exp.is_expert = True
         return on_policy + expert
 
+    def state_dict(self, max_explore_step: int | None = None) -> dict[str, Any]:
+        return {
+            "rollouts": self.rl_reader.state_dict(max_explore_step),
+            "expert": self.expert_reader.state_dict(max_explore_step),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> Any:
+        self.expert_reader.load_state_dict(state.get("expert", {}))
+        return self.rl_reader.load_state_dict(state.get("rollouts", {}))
+
     def close(self) -> None:
         for reader in (self.rl_reader, self.expert_reader):
             close = getattr(reader, "close", None)

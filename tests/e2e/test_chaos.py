@@ -1,0 +1,370 @@
+"""The chaos suite: real runs killed, stopped and faulted, checked against what trivium promises.
+
+Short by default (one SIGKILL per chain, as CI runs it). ``make chaos`` runs the long
+version: ``CHAOS_KILLS=5`` kills per chain (20 over the four chains) and writes the table
+to ``CHAOS_REPORT`` (``benchmarks/results/chaos.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from trivium.runtime import stopping
+from trivium.runtime.trained_samples import trained_lineage
+from trivium.trainer import checkpoint as ckpt
+
+from .chaos import Report, kill_and_resume, lineage_problems, run_command
+from .conftest import base_config, read_metrics, write_config
+
+KILLS = int(os.environ.get("CHAOS_KILLS", "1"))
+# Longer chains for more kills, so that every kill lands before the run ends.
+STEPS, BATCH, REPEAT = (10 if KILLS <= 1 else 16), 4, 4
+REPORT = Report()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def write_report():
+    yield
+    path = os.environ.get("CHAOS_REPORT")
+    if path and REPORT.rows:
+        header = (
+            "# Chaos suite\n\nReal `trivium run` processes on this machine's CPU (tiny model, arithmetic "
+            f"task, {STEPS} steps of {BATCH} tasks x {REPEAT} samples), faulted as the scenario says. "
+            "Written by `make chaos`."
+        )
+        Path(path).write_text(REPORT.markdown(header=header))
+
+
+def chain_config(assets, tmp_path: Path, mode: str, storage: str) -> dict:
+    config = base_config(assets, tmp_path / "runs", mode=mode, continue_from_checkpoint=True)
+    config["buffer"]["total_steps"] = STEPS
+    config["trainer"]["save_interval"] = 2
+    if mode == "both":
+        config["synchronizer"]["sync_offset"] = 1
+    buffer = config["buffer"]["trainer_input"]["experience_buffer"]
+    if storage == "queue+mirror":
+        buffer["path"] = str(tmp_path / "mirror.jsonl")
+    else:
+        buffer.update(storage_type="sql", path=str(tmp_path / "buffer.db"), max_read_timeout=30)
+    return config
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode,storage", [("colocate", "queue+mirror"), ("both", "queue+mirror"),
+                                          ("colocate", "sql"), ("both", "sql")])
+def test_sigkill_at_random_moments_then_resume_loses_and_repeats_nothing(assets, tmp_path, mode, storage):
+    config_path = write_config(tmp_path, chain_config(assets, tmp_path, mode, storage))
+    run_dir = tmp_path / "runs" / "e2e" / "run"
+    rng = random.Random(f"{mode}/{storage}")
+    chain = kill_and_resume(run_command(config_path), run_dir, kills=KILLS, rng=rng, total_steps=STEPS)
+    problems = lineage_problems(run_dir, total_steps=STEPS, samples_per_step=BATCH * REPEAT)
+    expected_final = list(range((chain.resumed_from or 0) + 1, STEPS + 1))
+    if chain.final_returncode != 0:
+        problems.append(f"the last start exited {chain.final_returncode}: {chain.final_output[-400:]}")
+    if chain.final_steps != expected_final:
+        problems.append(f"the last start trained steps {chain.final_steps}, expected {expected_final}")
+    killed = ", ".join(f"{k.moment} (trained {k.trained_steps}, checkpoint {k.checkpoint})" for k in chain.kills)
+    REPORT.add(
+        f"SIGKILL + resume, `{mode}`, {storage}",
+        f"{len(chain.kills)} SIGKILLs",
+        not problems,
+        "; ".join(problems) if problems else
+        f"killed {killed or 'no moment (the run was too quick)'}; every step 1-{STEPS} trained once with a full "
+        f"batch, no sample twice, none lost; " + (f"last start trained steps {expected_final[0]}-{STEPS}"
+                                                  if expected_final else "the last start had nothing left to train"),
+    )
+    assert not problems, problems
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_checkpoints_and_exits_130_then_a_resume_finishes(assets, tmp_path, signal_number):
+    config = chain_config(assets, tmp_path, "both", "queue+mirror")
+    config["buffer"]["total_steps"] = 40
+    config["trainer"]["save_interval"] = 0  # only the stop's own checkpoint
+    config_path = write_config(tmp_path, config)
+    run_dir = tmp_path / "runs" / "e2e" / "run"
+    process = subprocess.Popen(run_command(config_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while len(trained_lineage(run_dir)) < 2:
+        assert process.poll() is None and time.time() < deadline, "no trainer step in time"
+        time.sleep(0.1)
+    sent = time.monotonic()
+    process.send_signal(signal_number)
+    returncode = process.wait(120)
+    seconds = time.monotonic() - sent
+    stopped_at = max(trained_lineage(run_dir))
+    latest = ckpt.latest_checkpoint(run_dir)
+    problems = []
+    # 130, the shell's code for an interrupted program: a scheduler knows the run is not done.
+    if returncode != stopping.INTERRUPTED_EXIT_CODE:
+        problems.append(f"exit code {returncode}: {process.stderr.read()[-400:]}")
+    if latest != stopped_at:
+        problems.append(f"last checkpoint {latest}, last trained step {stopped_at}")
+    if seconds > 60:
+        problems.append(f"took {seconds:.0f} s to stop")
+    config["buffer"]["total_steps"] = stopped_at + 2
+    resumed = subprocess.run(run_command(write_config(tmp_path, config)), capture_output=True, text=True, timeout=300)
+    if resumed.returncode != 0 or list(trained_lineage(run_dir)) != list(range(1, stopped_at + 3)):
+        problems.append(f"the resume did not train steps {stopped_at + 1}-{stopped_at + 2}: {resumed.stderr[-400:]}")
+    name = signal.Signals(signal_number).name
+    REPORT.add(
+        f"{name} during a `both` run", f"1 {name}", not problems,
+        "; ".join(problems) or f"stopped in {seconds:.1f} s with exit 130 and a checkpoint at its last step "
+        f"({stopped_at}); a resume trained the next steps",
+    )
+    assert not problems, problems
+
+
+FAULTY_PLUGIN = textwrap.dedent(
+    """
+    import threading
+    import time
+
+    from trivium.workflows import WORKFLOWS
+    from trivium.workflows.math_workflow import MathWorkflow
+
+    FAULTS = ["raise", "hang", "spin", "nan_reward", "wrong_type", "empty_list", "reward_raises"]
+    lock = threading.Lock()
+    seen = []
+
+
+    def fault_of(task):
+        # Every third task is faulted on its first attempt, each with the next kind of fault.
+        with lock:
+            if task.task_id in seen:
+                return None
+            seen.append(task.task_id)
+            index = len(seen) - 1
+        return FAULTS[(index // 3) % len(FAULTS)] if index % 3 == 0 else None
+
+
+    @WORKFLOWS.register("faulty_math")
+    class FaultyMath(MathWorkflow):
+        def run(self):
+            fault = fault_of(self.task)
+            if fault == "raise":
+                raise RuntimeError("injected: the environment crashed")
+            if fault == "hang":
+                time.sleep(30)
+            if fault == "spin":
+                while True:  # burns a core until it is stopped
+                    pass
+            experiences = super().run()
+            if fault == "nan_reward":
+                for exp in experiences:
+                    exp.reward = float("nan")
+            if fault == "wrong_type":
+                return "injected: not a list of experiences"
+            if fault == "empty_list":
+                return []
+            if fault == "reward_raises":
+                raise ZeroDivisionError("injected: the reward function failed")
+            return experiences
+    """
+)
+
+
+@pytest.mark.slow
+def test_workflow_faults_are_contained_retried_and_counted(assets, tmp_path):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "faulty.py").write_text(FAULTY_PLUGIN)
+    config = base_config(assets, tmp_path / "runs", mode="both")
+    config["buffer"]["total_steps"] = 6  # 24 tasks: 8 faulted, every kind at least once
+    config["buffer"]["explorer_input"]["default_workflow_type"] = "faulty_math"
+    config["explorer"].update(max_timeout=5, max_retry_times=1, runner_per_model=4)
+    completed = subprocess.run(run_command(write_config(tmp_path, config), "--plugin-dir", str(plugins)),
+                               capture_output=True, text=True, timeout=400)
+    run_dir = tmp_path / "runs" / "e2e" / "run"
+    problems = []
+    if completed.returncode != 0:
+        problems.append(f"exit code {completed.returncode}: {completed.stderr[-600:]}")
+    records = read_metrics(run_dir) if (run_dir / "metrics.jsonl").exists() else []
+    explorer = [r for r in records if r["role"] == "explorer" and "rollout/retries" in r]
+    retries = sum(r["rollout/retries"] for r in explorer)
+    timeouts = sum(r["rollout/timeouts"] for r in explorer)
+    failed = sum(r["rollout/failed_tasks"] for r in explorer)
+    # Retried attempts are logged by the runner that ran them (log/explorer_runner_<n>.log).
+    log = "".join(path.read_text() for path in (run_dir / "log").glob("explorer*.log"))
+    for seen in ("injected: the environment crashed", "reward is nan", "must return a list of Experience",
+                 "no experiences (an empty list)", "injected: the reward function failed", "did not finish within"):
+        if seen not in log:
+            problems.append(f"the explorer's logs do not mention {seen!r}")
+    if "it was stopped" not in log:
+        problems.append("the spinning workflow was not stopped")
+    if not retries or not timeouts:
+        problems.append(f"retries {retries}, timeouts {timeouts}: a fault was not retried or not counted")
+    if failed:
+        problems.append(f"{failed} tasks failed although each fault happens once and one retry is allowed")
+    if len(trained_lineage(run_dir)) != 6:
+        problems.append(f"trained {len(trained_lineage(run_dir))} of 6 steps")
+    REPORT.add(
+        "workflow faults (`both`)",
+        "raise, sleep past max_timeout, CPU spin past max_timeout, NaN reward, wrong return type, empty list, reward raising",
+        not problems,
+        "; ".join(problems) or f"each fault contained and retried once ({retries:.0f} retries, {timeouts:.0f} "
+        "timeouts counted in metrics, each kind in the explorer's logs, the spinning thread stopped); all 6 steps trained",
+    )
+    assert not problems, problems
+
+
+@pytest.mark.slow
+def test_a_corrupt_latest_checkpoint_is_refused_and_the_previous_one_used(assets, tmp_path):
+    config = chain_config(assets, tmp_path, "colocate", "queue+mirror")
+    config["buffer"]["total_steps"] = 4
+    config_path = write_config(tmp_path, config)
+    run_dir = tmp_path / "runs" / "e2e" / "run"
+    assert subprocess.run(run_command(config_path), capture_output=True, timeout=300).returncode == 0
+    weights = next((run_dir / "global_step_4" / "actor").glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # a save cut short
+    config["buffer"]["total_steps"] = 6
+    resumed = subprocess.run(run_command(write_config(tmp_path, config)), capture_output=True, text=True, timeout=300)
+    log = (run_dir / "log" / "trainer.log").read_text()
+    problems = []
+    if resumed.returncode != 0:
+        problems.append(f"exit code {resumed.returncode}: {resumed.stderr[-400:]}")
+    if "skipping checkpoint" not in resumed.stderr + resumed.stdout + log or "resumed the trainer from global_step_2" not in log:
+        problems.append("the truncated checkpoint was not reported and skipped")
+    if list(trained_lineage(run_dir)) != [1, 2, 3, 4, 5, 6]:
+        problems.append(f"trained steps {list(trained_lineage(run_dir))}")
+    REPORT.add(
+        "corrupt latest checkpoint", "actor weights truncated to half", not problems,
+        "; ".join(problems) or "refused with its reason, resumed from the previous checkpoint (step 2), steps 3-6 trained",
+    )
+    assert not problems, problems
+
+
+@pytest.mark.slow
+def test_a_buffer_database_locked_by_another_writer_slows_the_run_but_loses_nothing(assets, tmp_path):
+    import sqlite3
+
+    config = chain_config(assets, tmp_path, "both", "sql")
+    config["buffer"]["total_steps"] = 6
+    config["continue_from_checkpoint"] = False
+    run_dir = tmp_path / "runs" / "e2e" / "run"
+    process = subprocess.Popen(run_command(write_config(tmp_path, config)), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while not trained_lineage(run_dir):
+        assert process.poll() is None and time.time() < deadline, "no trainer step in time"
+        time.sleep(0.05)
+    other = sqlite3.connect(tmp_path / "buffer.db", timeout=30)
+    other.execute("BEGIN EXCLUSIVE")  # another program writing: every reader and writer must wait
+    time.sleep(5.0)
+    other.rollback()
+    other.close()
+    returncode = process.wait(300)
+    problems = lineage_problems(run_dir, total_steps=6, samples_per_step=BATCH * REPEAT)
+    if returncode != 0:
+        problems.append(f"exit code {returncode}: {process.stderr.read()[-400:]}")
+    REPORT.add(
+        "buffer database locked (`both`, sql)", "an exclusive SQLite lock held 5 s by another process", not problems,
+        "; ".join(problems) or "the explorer and trainer waited for the lock; all 6 steps trained, no sample lost or twice",
+    )
+    assert not problems, problems
+
+
+FLAKY_ENGINE_PLUGIN = textwrap.dedent(
+    """
+    import time
+
+    from trivium.models.engine import ENGINES
+
+    STALL_SYNC_AT_VERSION = int(__import__("os").environ.get("CHAOS_STALL_SYNC_AT", "0"))
+
+
+    class FlakyEngine:
+        '''The hf engine, except that some generate calls raise or stall, and one weight load stalls.'''
+
+        def __init__(self, inner):
+            self.inner = inner
+            self.calls = self.raised = 0
+            self.poisoned = None
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def generate(self, prompts, params):
+            self.calls += 1
+            # One prompt fails its first two calls: the merged call, then the call the batcher
+            # retries it in on its own, so the workflow's attempt sees the error.
+            if self.calls == 2:
+                self.poisoned = list(prompts[0])
+            if self.poisoned in [list(p) for p in prompts] and self.raised < 2:
+                self.raised += 1
+                raise RuntimeError("injected: CUDA out of memory")
+            if self.calls == 6:
+                time.sleep(25)  # longer than max_timeout
+            return self.inner.generate(prompts, params)
+
+        def update_weights(self, state_dict, version):
+            if version == STALL_SYNC_AT_VERSION:
+                time.sleep(3600)
+            return self.inner.update_weights(state_dict, version)
+
+
+    def create(model_path=None, **kwargs):
+        return FlakyEngine(ENGINES.get("hf")(model_path=model_path, **kwargs))
+    """
+)
+
+
+def _flaky_engine_run(assets, tmp_path, *, stall_sync_at: int, steps: int):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "flaky_engine.py").write_text(FLAKY_ENGINE_PLUGIN)
+    config = base_config(assets, tmp_path / "runs")
+    config["buffer"]["total_steps"] = steps
+    config["explorer"].update(max_timeout=20, max_retry_times=2)
+    config["explorer"]["rollout_model"] = {"engine_type": "flaky_engine:create"}
+    config["synchronizer"]["sync_timeout"] = 15
+    env = dict(os.environ, CHAOS_STALL_SYNC_AT=str(stall_sync_at))
+    started = time.monotonic()
+    completed = subprocess.run(run_command(write_config(tmp_path, config), "--plugin-dir", str(plugins)),
+                               capture_output=True, text=True, timeout=400, env=env)
+    return completed, time.monotonic() - started, tmp_path / "runs" / "e2e" / "run"
+
+
+@pytest.mark.slow
+def test_engine_calls_that_raise_or_stall_are_retried_and_the_run_finishes(assets, tmp_path):
+    completed, _, run_dir = _flaky_engine_run(assets, tmp_path, stall_sync_at=0, steps=4)
+    problems = []
+    if completed.returncode != 0:
+        problems.append(f"exit code {completed.returncode}: {completed.stderr[-600:]}")
+    log = "".join(path.read_text() for path in (run_dir / "log").glob("explorer*.log"))
+    if "injected: CUDA out of memory" not in log or "did not finish within" not in log:
+        problems.append("the engine's failures are not in the explorer's logs")
+    if list(trained_lineage(run_dir)) != [1, 2, 3, 4]:
+        problems.append(f"trained steps {list(trained_lineage(run_dir))}")
+    REPORT.add(
+        "engine faults (`colocate`)", "generate raises twice for one prompt, one call stalls 25 s (max_timeout 20 s)", not problems,
+        "; ".join(problems) or "the failed and timed-out attempts were retried and logged; all 4 steps trained",
+    )
+    assert not problems, problems
+
+
+@pytest.mark.slow
+def test_a_weight_sync_that_stalls_ends_the_run_with_a_message_not_a_hang(assets, tmp_path):
+    completed, seconds, _ = _flaky_engine_run(assets, tmp_path, stall_sync_at=2, steps=4)
+    problems = []
+    if completed.returncode == 0:
+        problems.append("the run exited 0")
+    message = completed.stderr
+    if "weight version 2" not in message or "sync_timeout" not in message or "explorer at step" not in message:
+        problems.append(f"the error does not name the version, step and setting: {message[-600:]}")
+    REPORT.add(
+        "weight sync stalls (`colocate`)", "the engine never confirms version 2 (sync_timeout 15 s)", not problems,
+        "; ".join(problems) or f"stopped after {seconds:.0f} s with exit {completed.returncode}: "
+        + next((line for line in message.splitlines() if "weight version 2" in line), "").strip()[:160],
+    )
+    assert not problems, problems

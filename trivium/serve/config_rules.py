@@ -1,0 +1,77 @@
+"""What a ``mode: serve`` config must hold; part of ``trivium.config.validate``'s rules.
+
+Serve mode has no tasks: its experiences are outside applications' rewarded sessions, and
+its weights move to the served engine every ``synchronizer.sync_interval`` trainer steps.
+Settings that need tasks, or another process, or another sync policy are refused here;
+keys that only one side reads (the API's address outside serve mode, training tasksets in
+it) are noted.
+"""
+
+from __future__ import annotations
+
+from trivium.algorithm.presets import PRESETS
+from trivium.config.errors import Problem, Suggestion
+from trivium.config.modes import MODE_TRAITS
+from trivium.config.schema import ExplorerConfig, TriviumConfig
+
+
+def check_serve_mode(config: TriviumConfig, problems: list[Problem]) -> None:
+    traits = MODE_TRAITS.get(config.mode)
+    if traits is None or not traits.serves_api:
+        return
+    mode = config.mode
+    if config.cluster.uses_ray:
+        problems.append(Problem(
+            "cluster.placement",
+            f"mode '{mode}' runs the engine, the trainer and the API in one process; set cluster.placement: process",
+        ))
+    storage = config.buffer.trainer_input.experience_buffer
+    if storage.storage_type == "file":
+        problems.append(Problem(
+            "buffer.trainer_input.experience_buffer.storage_type",
+            f"'file' is for inspecting experiences in explore mode; mode '{mode}' needs 'queue' or 'sql'",
+        ))
+    preset = PRESETS.get(config.algorithm.algorithm_type)
+    if preset is not None and not preset.learns_from_rollouts:
+        problems.append(Problem(
+            "algorithm.algorithm_type",
+            f"'{config.algorithm.algorithm_type}' trains on a dataset; mode '{mode}' trains on served sessions, "
+            "so pick a reinforcement learning algorithm (grpo, ppo, rloo, ...)",
+        ))
+    if preset is not None and preset.needs_greedy_baseline:
+        problems.append(Problem(
+            "algorithm.algorithm_type",
+            f"'{config.algorithm.algorithm_type}' needs a greedy rollout of each task; mode '{mode}' has no tasks",
+        ))
+    synchronizer = config.synchronizer
+    if synchronizer.sync_style == "explorer_driven":
+        problems.append(Problem(
+            "synchronizer.sync_style",
+            f"mode '{mode}' loads new weights every sync_interval trainer steps; use fixed or trainer_driven",
+        ))
+    if synchronizer.sync_offset:
+        problems.append(Problem(
+            "synchronizer.sync_offset",
+            f"mode '{mode}' has no explorer steps to run ahead of the trainer; set it to 0",
+        ))
+
+
+def serve_notes(config: TriviumConfig) -> list[Suggestion]:
+    """Keys set where they have no effect: the API's address outside serve mode, tasksets in it."""
+    traits = MODE_TRAITS.get(config.mode)
+    if traits is None:
+        return []
+    if not traits.serves_api:
+        defaults = ExplorerConfig()
+        return [
+            Suggestion(f"explorer.{key}", f"is read only in mode: serve (this run's mode is '{config.mode}')", "note")
+            for key in ("proxy_port", "listen_address")
+            if getattr(config.explorer, key) != getattr(defaults, key)
+        ]
+    if config.buffer.explorer_input.tasksets:
+        return [Suggestion(
+            "buffer.explorer_input.tasksets",
+            f"mode '{config.mode}' trains on served sessions and reads no training taskset (eval tasksets are used)",
+            "note",
+        )]
+    return []

@@ -31,10 +31,6 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 PEFT_PREFIX = "base_model.model."
 
 
-def is_adapter_key(name: str) -> bool:
-    return name.endswith((A_SUFFIX, B_SUFFIX))
-
-
 def split_update(
     state_dict: dict[str, torch.Tensor],
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, torch.Tensor]]:

@@ -160,9 +160,8 @@ def export_checkpoint(
     actor_dir = actor_dir_of(step_dir, merge_lora=merge_lora)
     out_dir = Path(out_dir) if out_dir is not None else actor_dir / HF_EXPORT
     base = base_model_of(step_dir, actor_dir, base_model_path) if merge_lora else None
-    # fail before writing anything
-    source = tokenizer_path if tokenizer_path is not None or base is None else base
-    source = tokenizer_source(step_dir, source)
+    # fail before writing anything; a LoRA checkpoint's tokenizer is its base model's by default
+    source = tokenizer_source(step_dir, tokenizer_path if tokenizer_path is not None else base)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as error:

@@ -32,7 +32,7 @@ CONSUMED_BEFORE_THE_RUNTIME = {
 }
 # Keys refused with a clear error when set (not silently accepted).
 REFUSED = {
-    "model.lora_configs", "model.tinker.enable", "trainer.ulysses_sequence_parallel_size",
+    "model.tinker.enable", "trainer.ulysses_sequence_parallel_size",
     "explorer.auxiliary_models[0].engine_num",
 }
 # A key whose effect needs another key set too: probed with that context.

@@ -118,3 +118,32 @@ def test_colocate_stays_in_process_and_says_so(tmp_path):
     resolved, notes = resolve_with_notes(load_config_from_dict(data))
     assert not build_run_settings(resolved).placement.uses_ray
     assert any(n.key == "cluster.placement" for n in notes)
+
+
+def test_lora_configs_become_the_trainers_adapter_settings(tmp_path):
+    adapter = {"lora_rank": 8, "lora_alpha": 16, "lora_dropout": 0.1, "target_modules": ["q_proj", "v_proj"]}
+    run, _ = settings(tmp_path, model={"lora_configs": [adapter]})
+    lora = run.trainer.lora
+    assert (lora.rank, lora.alpha, lora.dropout, lora.target_modules) == (8, 16.0, 0.1, ("q_proj", "v_proj"))
+    assert not lora.sync_merged, "the hf engine applies adapters sent alone"
+    from trivium.config.unused_keys import unused_key_notes
+
+    resolved = resolve_with_notes(load_config_from_dict(config(tmp_path, model={"lora_configs": [{"name": "policy"}]})))[0]
+    assert [note.key for note in unused_key_notes(resolved)] == ["model.lora_configs[0].name"]  # listed by `plan`
+    run, _ = settings(tmp_path, model={"lora_configs": [adapter]}, explorer={"rollout_model": {"engine_type": "vllm"}})
+    assert run.trainer.lora.sync_merged, "engines without adapter support get W + B @ A"
+    assert settings(tmp_path)[0].trainer.lora is None
+
+
+@pytest.mark.parametrize("adapter, words", [
+    ({"lora_rank": 0}, "lora_rank must be >= 1"),
+    ({"lora_dtype": "int8"}, "lora_dtype is 'int8'"),
+    ({"lora_dropout": 1.0}, "lora_dropout must be in [0, 1)"),
+    ({"target_modules": []}, "target_modules must be 'all-linear' or a list"),
+])
+def test_bad_lora_settings_name_the_key(tmp_path, adapter, words):
+    from trivium.errors import UserError
+
+    with pytest.raises(UserError, match=r"model\.lora_configs\[0\]\.") as error:
+        settings(tmp_path, model={"lora_configs": [adapter]})
+    assert words in str(error.value)

@@ -2,7 +2,7 @@
 
 trivium convert verl [--out FILE] -- <veRL key=value arguments>
 trivium convert verl --script run.sh [--out FILE]
-trivium convert checkpoint --path RUN/global_step_N [--out DIR] [--tokenizer PATH]
+trivium convert checkpoint --path RUN/global_step_N [--out DIR] [--tokenizer PATH] [--merge-lora [--base-model PATH]]
 """
 
 from __future__ import annotations
@@ -45,6 +45,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--out", type=Path, help="output directory (default: RUN/global_step_N/actor/huggingface)"
     )
     checkpoint.add_argument("--tokenizer", help="tokenizer source when the run's base model is elsewhere")
+    checkpoint.add_argument(
+        "--merge-lora", action="store_true",
+        help="the checkpoint holds a LoRA adapter: merge it into its base model and write the merged model",
+    )
+    checkpoint.add_argument(
+        "--base-model", help="base model of the adapter (default: the path the adapter records, else the run's "
+        "model.model_path)",
+    )
     checkpoint.set_defaults(func=run_checkpoint)
 
 
@@ -79,7 +87,11 @@ def run_verl(args: argparse.Namespace) -> int:
 def run_checkpoint(args: argparse.Namespace) -> int:
     from trivium.interop.checkpoint_export import export_checkpoint
 
-    out_dir = export_checkpoint(args.path, args.out, args.tokenizer)
+    if args.base_model and not args.merge_lora:
+        raise UserError("--base-model is for LoRA checkpoints; add --merge-lora")
+    out_dir = export_checkpoint(
+        args.path, args.out, args.tokenizer, merge_lora=args.merge_lora, base_model_path=args.base_model
+    )
     print(f"exported {args.path} to {out_dir}")
     print(f"load it with: AutoModelForCausalLM.from_pretrained({str(out_dir)!r})")
     return 0

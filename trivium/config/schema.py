@@ -144,15 +144,20 @@ class AlgorithmConfig:
 
 @dataclass
 class LoRAConfig:
-    name: Optional[str] = opt(None, "Name of the adapter.")
-    path: Optional[str] = opt(None, "Path of an existing adapter to start from.")
-    base_model_name: Optional[str] = opt(None, "Name of the base model the adapter belongs to.")
+    name: Optional[str] = opt(
+        None, "Name of the adapter.", unused="the trainer trains one adapter; names matter only to LoRA serving, which is not built"
+    )
+    path: Optional[str] = opt(None, "Path of an existing adapter (saved by peft) to start from; its rank and alpha must match.")
+    base_model_name: Optional[str] = opt(
+        None, "Name of the base model the adapter belongs to.", unused="the base model is model.model_path"
+    )
     lora_rank: int = opt(32, "Rank of the low-rank matrices.")
-    lora_alpha: int = opt(32, "Scaling numerator of the adapter.")
-    lora_dtype: str = opt("auto", "Data type of the adapter weights.")
+    lora_alpha: int = opt(32, "Scaling numerator of the adapter: its update is scaled by lora_alpha / lora_rank.")
+    lora_dtype: str = opt("auto", "Data type of the adapter weights: auto (float32), float32, bfloat16 or float16.")
+    lora_dropout: float = opt(0.0, "Dropout on the adapter's input while training (0 turns it off).")
     target_modules: Any = opt("all-linear", "Modules to adapt: 'all-linear' or a list of module names.")
-    exclude_modules: Optional[str] = opt(None, "Modules never adapted.", unused="LoRA training is not built")
-    is_dummy: bool = opt(False, "A placeholder adapter used only to reserve engine slots.", unused="LoRA training is not built")
+    exclude_modules: Optional[str] = opt(None, "Modules never adapted (a regular expression over module names).")
+    is_dummy: bool = opt(False, "A placeholder adapter used only to reserve engine slots.", unused="LoRA serving is not built")
 
 
 @dataclass
@@ -192,7 +197,9 @@ class ModelConfig:
     logprobs: int = opt(0, "Number of top logprobs returned per generated token besides the chosen one.")
     enable_thinking: Optional[bool] = opt(None, "Pass enable_thinking to chat templates that support it.")
     dtype: str = opt("float32", "Weight data type of the trained model.", DTYPES)
-    lora_configs: Optional[List[LoRAConfig]] = opt(None, "LoRA adapters (at most one); null trains all weights.")
+    lora_configs: Optional[List[LoRAConfig]] = opt(
+        None, "LoRA adapter to train instead of the weights (at most one; see docs/lora.md); null trains all weights."
+    )
     rope_scaling: Optional[Dict[str, Any]] = opt(
         None, "RoPE scaling override for the model config.", unused="the model's own config.json is used as it is"
     )

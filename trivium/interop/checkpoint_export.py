@@ -4,6 +4,8 @@ directory that ``AutoModelForCausalLM.from_pretrained`` and ``AutoTokenizer`` lo
 Reads the checkpoint only; writes only into the output directory. The model is rebuilt
 from the checkpoint's ``config.json`` and its weights are loaded strictly (a weight may be
 absent only when it is tied to one that is present, as ``save_pretrained`` stores them).
+A LoRA run's checkpoint holds an adapter (peft's format) instead: ``merge_lora`` loads its
+base model, merges the adapter in, and writes the merged model.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from omegaconf import OmegaConf
 from safetensors.torch import load_file
 
 from trivium.errors import UserError
+from trivium.models.lora_delta import ADAPTER_WEIGHTS, is_adapter_dir, read_adapter_config
 
 RESOLVED_CONFIG = "config.resolved.yaml"
 HF_EXPORT = "huggingface"
@@ -25,7 +28,7 @@ SHARD_INDEX = "model.safetensors.index.json"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
-def actor_dir_of(step_dir: str | Path) -> Path:
+def actor_dir_of(step_dir: str | Path, *, merge_lora: bool = False) -> Path:
     """The actor directory of a step directory, with a clear error when the layout is wrong."""
     step_dir = Path(step_dir)
     if not step_dir.is_dir():
@@ -37,6 +40,17 @@ def actor_dir_of(step_dir: str | Path) -> Path:
     actor_dir = step_dir / "actor"
     if not actor_dir.is_dir():
         raise UserError(f"{step_dir} has no actor/ directory; give a RUN/global_step_N directory")
+    if is_adapter_dir(actor_dir):
+        if not merge_lora:
+            raise UserError(
+                f"{actor_dir} holds a LoRA adapter, not whole weights; pass --merge-lora to write the base "
+                "model with the adapter merged in"
+            )
+        if not (actor_dir / ADAPTER_WEIGHTS).is_file():
+            raise UserError(f"{actor_dir} is incomplete: missing {ADAPTER_WEIGHTS}")
+        return actor_dir
+    if merge_lora:
+        raise UserError(f"{actor_dir} holds whole weights, no LoRA adapter; leave out --merge-lora")
     missing = [name for name in ("config.json",) if not (actor_dir / name).is_file()]
     if not (actor_dir / SINGLE_FILE).is_file() and not (actor_dir / SHARD_INDEX).is_file():
         missing.append(SINGLE_FILE)
@@ -78,6 +92,27 @@ def tokenizer_source(step_dir: Path, tokenizer_path: str | Path | None = None) -
     return model_path
 
 
+def base_model_of(step_dir: Path, actor_dir: Path, base_model_path: str | Path | None = None) -> str:
+    """The base model of a LoRA checkpoint: the argument, the path peft recorded, or the run's model.model_path."""
+    candidates = [base_model_path] if base_model_path is not None else [
+        read_adapter_config(actor_dir).get("base_model_name_or_path"),
+        _resolved_model_path(step_dir),
+    ]
+    for candidate in candidates:
+        if candidate and (Path(candidate) / "config.json").is_file():
+            return str(candidate)
+    tried = ", ".join(repr(str(c)) for c in candidates if c) or "nothing recorded"
+    raise UserError(f"cannot find the base model of the adapter in {actor_dir} (tried {tried}); pass --base-model PATH")
+
+
+def _resolved_model_path(step_dir: Path) -> str | None:
+    resolved = step_dir.parent / RESOLVED_CONFIG
+    if not resolved.is_file():
+        return None
+    config = OmegaConf.to_container(OmegaConf.load(resolved), resolve=True)
+    return (config.get("model") or {}).get("model_path")
+
+
 def load_actor(actor_dir: Path) -> torch.nn.Module:
     """The actor model rebuilt from ``config.json`` with the checkpoint's weights."""
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -106,7 +141,12 @@ def _missing_untied(model: torch.nn.Module, missing: list[str], loaded: set[str]
 
 
 def export_checkpoint(
-    step_dir: str | Path, out_dir: str | Path | None = None, tokenizer_path: str | Path | None = None
+    step_dir: str | Path,
+    out_dir: str | Path | None = None,
+    tokenizer_path: str | Path | None = None,
+    *,
+    merge_lora: bool = False,
+    base_model_path: str | Path | None = None,
 ) -> Path:
     """Write ``step_dir``'s actor as a Hugging Face model with tokenizer; returns the directory.
 
@@ -117,14 +157,21 @@ def export_checkpoint(
     from transformers import AutoTokenizer
 
     step_dir = Path(step_dir)
-    actor_dir = actor_dir_of(step_dir)
+    actor_dir = actor_dir_of(step_dir, merge_lora=merge_lora)
     out_dir = Path(out_dir) if out_dir is not None else actor_dir / HF_EXPORT
-    source = tokenizer_source(step_dir, tokenizer_path)  # fail before writing anything
+    base = base_model_of(step_dir, actor_dir, base_model_path) if merge_lora else None
+    # fail before writing anything; a LoRA checkpoint's tokenizer is its base model's by default
+    source = tokenizer_source(step_dir, tokenizer_path if tokenizer_path is not None else base)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as error:
         raise UserError(f"cannot load the tokenizer from {source}: {error}") from None
-    model = load_actor(actor_dir)
+    if merge_lora:
+        from trivium.trainer.lora import merged_model_from_adapter
+
+        model = merged_model_from_adapter(actor_dir, base)
+    else:
+        model = load_actor(actor_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     if Path(source).resolve() != out_dir.resolve():

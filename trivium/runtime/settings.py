@@ -20,9 +20,10 @@ from trivium.config.schema import PipelineConfig, StorageConfig
 from trivium.config.unused_keys import engine_options
 from trivium.config.modes import ModeTraits, traits_of
 from trivium.errors import UserError
+from trivium.models.engine import takes_lora_adapters
 from trivium.registry import loaded_plugin_dirs
 from trivium.runtime.cpu_share import split_cores
-from trivium.trainer.settings import LossSettings, TrainerSettings
+from trivium.trainer.settings import LoRASettings, LossSettings, TrainerSettings
 
 
 @dataclass(frozen=True)
@@ -292,11 +293,6 @@ def _preset_trains_on_datasets(algorithm: Any) -> bool:
 def check_supported(config: Any) -> None:
     """Config keys the schema accepts but the built-in trainer does not implement yet."""
     model, trainer = config.model, config.trainer
-    if model.lora_configs:
-        raise NotImplementedError(
-            "LoRA training (model.lora_configs) is not implemented by the built-in trainer; "
-            "remove model.lora_configs to train all weights"
-        )
     if model.tinker.enable:
         raise NotImplementedError("the Tinker training service (model.tinker.enable) is not implemented")
     if trainer.ulysses_sequence_parallel_size > 1:
@@ -324,6 +320,38 @@ def loss_settings(algorithm: Any) -> LossSettings:
         entropy_loss_fn=algorithm.entropy_loss_fn or "none",
         entropy_coef=float((algorithm.entropy_loss_fn_args or {}).get("entropy_coef", 0.0)),
         loss_agg_mode=algorithm.loss_agg_mode or "token-mean",
+    )
+
+
+LORA_DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def lora_settings(config: Any) -> LoRASettings | None:
+    """The adapter of model.lora_configs, or None (train all weights)."""
+    adapters = config.model.lora_configs
+    if not adapters:
+        return None
+    adapter, key = adapters[0], "model.lora_configs[0]"
+    if int(adapter.lora_rank) < 1:
+        raise UserError(f"{key}.lora_rank must be >= 1, got {adapter.lora_rank}")
+    if not 0 <= float(adapter.lora_dropout) < 1:
+        raise UserError(f"{key}.lora_dropout must be in [0, 1), got {adapter.lora_dropout}")
+    if adapter.lora_dtype not in LORA_DTYPES:
+        raise UserError(f"{key}.lora_dtype is {adapter.lora_dtype!r}; use one of {', '.join(LORA_DTYPES)}")
+    targets = adapter.target_modules
+    if not isinstance(targets, str):
+        if not targets or not all(isinstance(name, str) for name in targets):
+            raise UserError(f"{key}.target_modules must be 'all-linear' or a list of module names, got {targets!r}")
+        targets = tuple(targets)
+    return LoRASettings(
+        rank=int(adapter.lora_rank),
+        alpha=float(adapter.lora_alpha),
+        target_modules=targets,
+        exclude_modules=adapter.exclude_modules,
+        dropout=float(adapter.lora_dropout),
+        dtype=str(adapter.lora_dtype),
+        init_path=adapter.path,
+        sync_merged=not takes_lora_adapters(config.explorer.rollout_model.engine_type),
     )
 
 
@@ -363,6 +391,7 @@ def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads:
         truncation=trainer.truncation,
         learns_from_rollouts=PRESETS[algorithm.algorithm_type].learns_from_rollouts,
         loss=loss,
+        lora=lora_settings(config),
         dtype=config.model.dtype,
         device="cuda" if config.cluster.device_type == "cuda" else "cpu",
         cpu_threads=cpu_threads,

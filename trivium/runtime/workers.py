@@ -22,6 +22,13 @@ import torch
 
 from trivium.buffer.base import BufferExhausted
 from trivium.errors import UserError
+from trivium.models.engine import takes_lora_adapters
+from trivium.models.lora_delta import (
+    delta_from_adapter_dir,
+    is_adapter_dir,
+    read_adapter_config,
+    update_bytes,
+)
 from trivium.models.model_dir import check_model_dir
 from trivium.runtime import builders, trained_samples
 from trivium.runtime.settings import RunSettings
@@ -149,14 +156,16 @@ class ExplorerWorker:
             confirmed = engine.update_weights(weights, update.version)
             if confirmed != update.version:
                 raise RuntimeError(f"engine confirmed version {confirmed} after loading {update.version}")
-        return {"time/sync": time.perf_counter() - start}
+        # Under LoRA only the adapter travels: compare with the model's size.
+        return {"time/sync": time.perf_counter() - start, "sync/bytes": float(update_bytes(weights))}
 
     def load_checkpoint_weights(self, step: int) -> dict[str, float]:
         """Serve the actor weights of ``global_step_<step>`` (resume, explore mode, bench)."""
         return self.load_model_weights(str(ckpt.step_dir(self.run_dir, step) / "actor"), step)
 
     def load_model_weights(self, model_dir: str, version: int) -> dict[str, float]:
-        return self.load_weights(WeightUpdate(version, weights=load_actor_weights(Path(model_dir))))
+        merge = not takes_lora_adapters(self.settings.explorer.rollout.engine_type)
+        return self.load_weights(WeightUpdate(version, weights=load_actor_weights(Path(model_dir), merge_adapter=merge)))
 
     def self_check(self, update: WeightUpdate) -> dict[str, float]:
         """Engine vs trainer logprobs of the update's probes, when it carries some."""
@@ -358,9 +367,20 @@ class TrainerWorker:
             self._broadcast_group.close()
 
 
-def load_actor_weights(actor_dir: Path) -> dict[str, torch.Tensor]:
+def load_actor_weights(actor_dir: Path, *, merge_adapter: bool = False) -> dict[str, torch.Tensor]:
+    """The weights of a checkpoint's actor as an update; a LoRA adapter alone, or merged into
+    its base model when ``merge_adapter`` (for engines that take whole weights only)."""
     from trivium.trainer.trainer import load_causal_lm
 
+    if is_adapter_dir(actor_dir):
+        if not merge_adapter:
+            return delta_from_adapter_dir(actor_dir)
+        from trivium.trainer.lora import merged_model_from_adapter
+
+        base = read_adapter_config(actor_dir).get("base_model_name_or_path")
+        if not base:
+            raise UserError(f"the adapter in {actor_dir} does not record its base model (base_model_name_or_path)")
+        return merged_model_from_adapter(actor_dir, base).state_dict()
     if not (actor_dir / "config.json").exists():
         raise UserError(f"{actor_dir} holds no model (config.json is missing); is the checkpoint complete?")
     return load_causal_lm(str(actor_dir), trainable=False).state_dict()

@@ -22,7 +22,12 @@ DEFAULT_THRESHOLD = 0.05
 @torch.no_grad()
 def trainer_logprobs(model: torch.nn.Module, probes: list[Experience], pad_token_id: int = 0) -> list[torch.Tensor]:
     batch = ExperienceBatch.from_experiences(probes, pad_token_id)
-    logprobs, _ = response_logprobs(model, batch)
+    training = model.training
+    model.eval()  # as the engine scores: no dropout (LoRA's, or the model's own)
+    try:
+        logprobs, _ = response_logprobs(model, batch)
+    finally:
+        model.train(training)
     return [logprobs[i, : exp.response_length].clone() for i, exp in enumerate(probes)]
 
 

@@ -1,9 +1,11 @@
 """Checkpoints in the run directory.
 
 Layout (``N`` = trainer step):
-  global_step_N/actor/            the actor in Hugging Face format (config + safetensors),
-                                  plus optimizer.pt and trainer_state.json
-  global_step_N/actor/huggingface a self-contained export with the tokenizer (save_hf_checkpoint)
+  global_step_N/actor/            the actor in Hugging Face format (config + safetensors), or
+                                  under LoRA its adapter in peft's format (adapter_config.json +
+                                  adapter_model.safetensors), plus optimizer.pt and trainer_state.json
+  global_step_N/actor/huggingface a self-contained export with the tokenizer (save_hf_checkpoint);
+                                  under LoRA the base model with the adapter merged in
   global_step_N/critic/           the critic trunk, value head and optimizer (ppo)
   global_step_N/explorer_state.json  where the explorer stood in its data
   latest_checkpointed_iteration.txt
@@ -91,9 +93,14 @@ def checkpoint_problem(run_dir: str | Path, step: int) -> str | None:
         return f"actor/trainer_state.json is unreadable: {error}"
     if not isinstance(state, dict) or state.get("global_step") != step:
         return f"actor/trainer_state.json records step {state.get('global_step') if isinstance(state, dict) else state!r}, not {step}"
-    if not (actor / "config.json").is_file():
+    if (actor / "adapter_config.json").is_file():  # a LoRA run saves its adapter, in peft's format
+        weights = sorted(actor.glob("adapter_model.safetensors"))
+        if not weights:
+            return "actor has adapter_config.json but no adapter_model.safetensors"
+    elif not (actor / "config.json").is_file():
         return "actor/config.json is missing"
-    weights = sorted(actor.glob("*.safetensors"))
+    else:
+        weights = sorted(actor.glob("*.safetensors"))
     if not weights:
         return "actor has no *.safetensors weights"
     for path in weights + sorted((actor.parent / "critic").glob("*.safetensors")):
@@ -170,6 +177,7 @@ def save_checkpoint(
     trainer_state: dict[str, Any],
     tokenizer: Any = None,
     export_hf: bool = False,
+    export_model: torch.nn.Module | None = None,
     critic: torch.nn.Module | None = None,
     critic_optimizer: torch.optim.Optimizer | None = None,
     extra_files: dict[str, dict] | None = None,
@@ -185,7 +193,8 @@ def save_checkpoint(
     torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, actor_dir / "optimizer.pt")
     if export_hf:
         hf_dir = actor_dir / "huggingface"
-        actor.save_pretrained(hf_dir, safe_serialization=True)
+        # A LoRA actor saves its adapter above; the export is the model with the adapter merged in.
+        (export_model or actor).save_pretrained(hf_dir, safe_serialization=True)
         if tokenizer is not None:
             tokenizer.save_pretrained(hf_dir)
     if critic is not None:

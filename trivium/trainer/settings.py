@@ -30,6 +30,21 @@ class LossSettings:
         return uses_kl or needs_reference_logprobs(POLICY_LOSS_FNS.get(self.policy_loss_fn))
 
 
+@dataclass(frozen=True)
+class LoRASettings:
+    """A LoRA adapter trained on the actor instead of its weights (``trivium/trainer/lora.py``)."""
+
+    rank: int
+    alpha: float
+    target_modules: str | tuple[str, ...] = "all-linear"
+    exclude_modules: str | None = None
+    dropout: float = 0.0
+    dtype: str = "auto"  # adapter weights' dtype; auto: peft's choice (float32)
+    init_path: str | None = None  # an adapter saved by peft to continue training from
+    # The rollout engine takes whole weights only: sync W + B @ A instead of the adapter.
+    sync_merged: bool = False
+
+
 @dataclass
 class TrainerSettings:
     model_path: str
@@ -63,6 +78,7 @@ class TrainerSettings:
     # Episodes that ended at max_model_len: "mask" keeps them out of the loss, "keep" trains on them.
     truncation: str = "mask"
     loss: LossSettings = field(default_factory=LossSettings)
+    lora: LoRASettings | None = None  # None: train all weights
     # False when the experiences come from a dataset (sft, dpo): no staleness, no reward metric.
     learns_from_rollouts: bool = True
     dtype: str = "float32"

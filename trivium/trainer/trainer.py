@@ -27,8 +27,10 @@ from trivium.algorithm.value_loss import clipped_value_loss
 from trivium.core.batch import ExperienceBatch
 from trivium.core.experience import Experience, episode_index
 from trivium.errors import UserError
+from trivium.models.lora_delta import is_adapter_dir
 from trivium.models.model_dir import check_model_dir
 from trivium.trainer import checkpoint as ckpt
+from trivium.trainer import lora
 from trivium.trainer.critic import CriticModel
 from trivium.trainer.forward import response_logprobs, whole_batch_entropy_terms, whole_batch_logprobs
 from trivium.trainer.micro_batch import loss_scale, plan_micro_batches
@@ -71,12 +73,17 @@ class Trainer:
 
         self.device = torch.device(settings.device)
         self.actor = load_causal_lm(settings.model_path, settings.dtype, device=settings.device)
+        if settings.lora is not None:
+            self.actor = lora.wrap_with_lora(self.actor, settings.lora)
         if settings.gradient_checkpointing:
             self.actor.gradient_checkpointing_enable()
+            if settings.lora is not None:
+                self.actor.enable_input_require_grads()  # frozen embeddings: checkpointed blocks still need grads
         self.actor.train()
+        # Under LoRA the reference is the actor with its adapter switched off: no second copy.
         self.reference = (
             load_causal_lm(settings.model_path, settings.dtype, trainable=False, device=settings.device)
-            if settings.loss.needs_reference
+            if settings.loss.needs_reference and settings.lora is None
             else None
         )
         schedule = dict(
@@ -113,9 +120,7 @@ class Trainer:
         plan = self.plan(batch)
         metrics: dict[str, float] = dict(stale_metrics)
 
-        ref_logprobs = None
-        if self.reference is not None:
-            ref_logprobs = whole_batch_logprobs(self.reference, batch, plan, self.share_prompts)
+        ref_logprobs = self.compute_reference(batch, plan) if self.settings.loss.needs_reference else None
         values = self.compute_values(batch, plan) if self.critic is not None else None
         metrics.update(self.compute_advantages(batch, experiences, values, ref_logprobs))
 
@@ -185,6 +190,13 @@ class Trainer:
                 # Older than the bound: shrink its say in the update instead of dropping it.
                 exp.advantages = exp.advantages / (1 + s - limit)
         return experiences, metrics
+
+    def compute_reference(self, batch: ExperienceBatch, plan: list[list[int]]) -> torch.Tensor:
+        """Logprobs of the reference policy (the initial weights): (batch, response_len)."""
+        if self.reference is not None:
+            return whole_batch_logprobs(self.reference, batch, plan, self.share_prompts)
+        with lora.reference_model(self.actor) as reference:
+            return whole_batch_logprobs(reference, batch, plan, self.share_prompts)
 
     def compute_values(self, batch: ExperienceBatch, plan: list[list[int]]) -> torch.Tensor:
         values = torch.zeros_like(batch.response_mask)
@@ -367,8 +379,16 @@ class Trainer:
         return self.global_step
 
     def weights_for_sync(self) -> dict[str, torch.Tensor]:
-        """The actor's parameters, detached; the receiver copies them into its own model."""
-        return {name: tensor.detach() for name, tensor in self.actor.state_dict().items()}
+        """The actor's parameters, detached; the receiver copies them into its own model.
+
+        Under LoRA: the adapter alone (the receiver merges it into its base), or whole merged
+        weights when the rollout engine cannot apply an adapter.
+        """
+        if self.settings.lora is None:
+            return {name: tensor.detach() for name, tensor in self.actor.state_dict().items()}
+        if self.settings.lora.sync_merged:
+            return lora.merged_update(self.actor)
+        return lora.adapter_update(self.actor)
 
     def save_checkpoint(self, *, export_hf: bool, extra_files: dict[str, dict] | None = None) -> Path:
         return ckpt.save_checkpoint(
@@ -380,6 +400,7 @@ class Trainer:
             trainer_state={"model_version": self.model_version},
             tokenizer=self.tokenizer,
             export_hf=export_hf,
+            export_model=lora.merged_copy(self.actor) if export_hf and self.settings.lora is not None else None,
             critic=self.critic,
             critic_optimizer=self.critic_optimizer,
             extra_files=extra_files,
@@ -388,8 +409,7 @@ class Trainer:
     def load_checkpoint(self, step: int) -> None:
         ckpt.check_loadable(self.run_dir, step)
         directory = ckpt.step_dir(self.run_dir, step)
-        loaded = load_causal_lm(str(directory / "actor"), self.settings.dtype, device=self.settings.device)
-        self.actor.load_state_dict(loaded.state_dict())
+        self.load_actor_weights(directory / "actor")
         state = ckpt.load_optimizer_state(self.run_dir, step)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -398,6 +418,19 @@ class Trainer:
             self.critic.load_state_dict(critic.state_dict())
             self.critic_optimizer.load_state_dict(ckpt.load_optimizer_state(self.run_dir, step, "critic")["optimizer"])
         self.global_step = int(ckpt.load_trainer_state(self.run_dir, step)["global_step"])
+
+    def load_actor_weights(self, actor_dir: Path) -> None:
+        """The actor of a checkpoint: whole weights, or a LoRA adapter when LoRA is configured."""
+        saved_adapter = is_adapter_dir(actor_dir)
+        if saved_adapter != (self.settings.lora is not None):
+            held = "a LoRA adapter" if saved_adapter else "whole weights"
+            fix = "set model.lora_configs as in that run" if saved_adapter else "remove model.lora_configs"
+            raise UserError(f"the checkpoint {actor_dir} holds {held}; to resume from it, {fix}")
+        if saved_adapter:
+            lora.load_adapter(self.actor, actor_dir)
+            return
+        loaded = load_causal_lm(str(actor_dir), self.settings.dtype, device=self.settings.device)
+        self.actor.load_state_dict(loaded.state_dict())
 
 
 def _accepts(fn: Any, name: str) -> bool:

@@ -42,6 +42,10 @@ def _create_hf(model_path: str | None, **kwargs) -> InferenceEngine:
     return HFEngine.from_pretrained(model_path, **_without_vllm_options("hf", kwargs))
 
 
+# Trait: the hf engine applies LoRA adapters sent alone (it merges them into its layers).
+_create_hf.takes_lora_adapters = True
+
+
 @ENGINES.register("vllm")
 def _create_vllm(model_path: str, **kwargs) -> InferenceEngine:
     from trivium.models.engine.vllm import VLLMEngine
@@ -58,6 +62,16 @@ def _create_external(model_path: str | None = None, **kwargs) -> InferenceEngine
     return ExternalEngine(tokenizer_path=model_path, **kwargs)
 
 
+def takes_lora_adapters(engine_type: str) -> bool:
+    """Whether engines of ``engine_type`` accept a LoRA adapter alone (``models/lora_delta.py``);
+    others are sent whole merged weights. Plugin engines say so with a ``takes_lora_adapters``
+    attribute on their factory."""
+    try:
+        return bool(getattr(ENGINES.get(engine_type), "takes_lora_adapters", False))
+    except RegistryError:
+        return False
+
+
 def create_engine(engine_type: str = "hf", model_path: str | None = None, **kwargs) -> InferenceEngine:
     """Build an engine. Common keywords: dtype, seed, max_model_len; others are backend-specific,
     including the rollout-engine options of the config (``schema.InferenceModelConfig`` fields
@@ -69,4 +83,4 @@ def create_engine(engine_type: str = "hf", model_path: str | None = None, **kwar
     return factory(model_path=model_path, **kwargs)
 
 
-__all__ = ["ENGINES", "GenerationOutput", "InferenceEngine", "SamplingParams", "create_engine"]
+__all__ = ["ENGINES", "GenerationOutput", "InferenceEngine", "SamplingParams", "create_engine", "takes_lora_adapters"]

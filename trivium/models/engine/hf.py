@@ -2,7 +2,8 @@
 
 Owns model/tokenizer loading, the choice of decoder (the fast Llama/Qwen2 path when it
 applies, otherwise the model's own forward), grouping rows by seed, scoring sequences, and
-weight updates with version confirmation. The decoding loop lives in ``generation.py``.
+weight updates with version confirmation (whole weights, or LoRA adapters merged into
+their layers by ``lora_merge.AdapterMerger``). The decoding loop lives in ``generation.py``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from trivium.models.engine.base import (
 from trivium.models.engine.fast_decoder import FastDecoder, unsupported_reason
 from trivium.models.engine.generation import sample_rows
 from trivium.models.engine.hf_decoder import HFDecoder
+from trivium.models.engine.lora_merge import AdapterMerger
+from trivium.models.lora_delta import split_update
 from trivium.models.model_dir import check_model_dir
 
 logger = logging.getLogger(__name__)
@@ -76,6 +79,7 @@ class HFEngine(InferenceEngine):
         else:
             logger.info("hf engine uses the model's own forward: %s", reason or "non-CPU device")
             self.decoder = HFDecoder(model)
+        self.adapters = AdapterMerger(model)
 
     @classmethod
     def from_pretrained(
@@ -224,23 +228,28 @@ class HFEngine(InferenceEngine):
     # ---- weights -------------------------------------------------------------------------
 
     def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> int:
+        """Copy whole weights in, and merge LoRA adapters (``models/lora_delta.py``) into their layers."""
+        whole, lora_a, lora_b = split_update(state_dict)
         with self._lock:
             own = self.model.state_dict()
-            unknown = [name for name in state_dict if name not in own]
+            unknown = [name for name in whole if name not in own]
             if unknown:
                 raise ValueError(
                     f"update_weights got {len(unknown)} parameter name(s) this model does not have, "
                     f"e.g. {unknown[:3]}; expected names like {list(own)[:3]}"
                 )
+            for name, tensor in whole.items():
+                if own[name].shape != tensor.shape:
+                    raise ValueError(
+                        f"update_weights: {name} has shape {tuple(tensor.shape)}, "
+                        f"expected {tuple(own[name].shape)}"
+                    )
+            self.adapters.check(lora_a, lora_b)
             with torch.no_grad():
-                for name, tensor in state_dict.items():
-                    target = own[name]
-                    if target.shape != tensor.shape:
-                        raise ValueError(
-                            f"update_weights: {name} has shape {tuple(tensor.shape)}, "
-                            f"expected {tuple(target.shape)}"
-                        )
-                    target.copy_(tensor)
+                for name, tensor in whole.items():
+                    own[name].copy_(tensor)
+            self.adapters.forget(list(whole))
+            self.adapters.apply(lora_a, lora_b)
             self.decoder.bind_weights()
             self._version = int(version)
             return self._version

@@ -267,3 +267,7 @@ class RunSession:
                     logger.debug("closing a worker: %s", error)
         if self.placement is not None:
             self.placement.shutdown()
+        from trivium.buffer.queue_storage import forget_queues
+
+        # A queue lives as long as its run: a later run (or stage) in this process starts empty.
+        forget_queues()

@@ -267,7 +267,8 @@ class TrainerWorker:
             return {}, 0
         if len(experiences) < batch_size:
             self.log.info("read a partial batch of %d; training on it", len(experiences))
-        self.newest_explore_step = max([self.newest_explore_step, *(e.explore_step for e in experiences)])
+        sampled = [e.explore_step for e in experiences if not e.is_expert]
+        self.newest_explore_step = max([self.newest_explore_step, *sampled])
         self.probe_experiences = [e for e in experiences[:2] if e.response_length > 0]
         metrics = self.trainer.train_step(experiences)
         trained_samples.record_step(self.run_dir, self.trainer.global_step, experiences)

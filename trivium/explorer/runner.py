@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from collections.abc import Callable
 
+from trivium.core.background_call import BackgroundCall
 from trivium.core.experience import Experience
 from trivium.core.experience_check import DEFAULT_MAX_ABS_REWARD, experience_problem
 from trivium.core.task import Task
@@ -135,33 +136,17 @@ def call_with_timeout(fn: Callable[[], Any], timeout: float | None) -> Any:
     """Run ``fn`` in a daemon thread; past ``timeout``, stop it and raise WorkflowTimeout."""
     if not timeout:
         return fn()
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except WorkflowCancelled:
-            pass
-        except BaseException as error:  # re-raised in the caller's thread
-            box["error"] = error
-        finally:
-            done.set()
-
-    thread = threading.Thread(target=target, daemon=True, name="workflow-attempt")
-    thread.start()
-    if not done.wait(timeout):
+    call = BackgroundCall(fn, name="workflow-attempt", ignore=(WorkflowCancelled,))
+    if not call.wait(timeout):
         with _cancelled_lock:
-            _cancelled_threads.add(thread)
-        _raise_in_thread(thread, WorkflowCancelled)
-        stopped = done.wait(min(CANCEL_GRACE_SECONDS, timeout))
+            _cancelled_threads.add(call.thread)
+        _raise_in_thread(call.thread, WorkflowCancelled)
+        stopped = call.wait(min(CANCEL_GRACE_SECONDS, timeout))
         raise WorkflowTimeout(
             f"workflow did not finish within {timeout:g}s; "
             + ("it was stopped" if stopped else "its thread is blocked in native code and is left to finish")
         )
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    return call.result()
 
 
 def raise_if_all_misconfigured(results: list[UnitResult]) -> None:

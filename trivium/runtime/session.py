@@ -11,7 +11,6 @@ whatever the placement.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import torch
 
 from trivium.config.load import config_to_dict
+from trivium.core.background_call import BackgroundCall
 from trivium.errors import SyncTimeout
 from trivium.runtime.settings import RunSettings, build_run_settings
 from trivium.runtime.workers import ExplorerWorker, TrainerWorker
@@ -197,27 +197,14 @@ class RunSession:
         A stalled engine call cannot be interrupted; the run stops instead of hanging on it.
         """
         timeout = self.settings.sync.timeout
-        box: dict[str, Any] = {}
-        done = threading.Event()
-
-        def target() -> None:
-            try:
-                box["value"] = load()
-            except BaseException as error:  # re-raised below, in the caller's thread
-                box["error"] = error
-            finally:
-                done.set()
-
-        threading.Thread(target=target, name=f"load-weights-v{version}", daemon=True).start()
-        if not done.wait(timeout):
+        call = BackgroundCall(load, name=f"load-weights-v{version}")
+        if not call.wait(timeout):
             raise SyncTimeout(
                 f"loading weight version {version} into the rollout engines (explorer at step {self.explorer.step()}) "
                 f"did not finish within {timeout:.0f}s (synchronizer.sync_timeout); an engine is stalled: see "
                 "log/explorer.log"
             )
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+        return call.result()
 
     def sync_now(self, *, copy: bool) -> dict[str, float]:
         """Hand the trainer's current weights to the engines at once (colocate, end of a run)."""

@@ -174,14 +174,14 @@ def test_metrics_give_the_curves_the_evaluations_and_the_summary(client, root, s
 # ---- experiences -----------------------------------------------------------------------------
 
 
-def _experience(task: str, reward: float, version: int, mask: list[int]) -> Experience:
+def _experience(task: str, reward: float, version: int, mask: list[int], step: int = 0) -> Experience:
     prompt = [2, 88, 86, 261]
     response = [27, 25, 266, 26, 3][: len(mask)]
     return Experience(
         tokens=torch.tensor(prompt + response), prompt_length=len(prompt),
         logprobs=torch.tensor([-0.5 * (index + 1) for index in range(len(mask))]),
         action_mask=torch.tensor(mask, dtype=torch.bool), reward=reward, task_id=task, model_version=version,
-        prompt_text="user", response_text="86",
+        explore_step=step, prompt_text="user", response_text="86",
     )
 
 
@@ -222,6 +222,35 @@ def test_experiences_are_filtered_and_split_by_the_action_mask(client, root, stu
     assert [item["task_id"] for item in by_version["experiences"]] == ["eval:0"]
     page = client.get("/api/experiences/p/exp", params={"limit": 1, "offset": 1}).json()
     assert page["total"] == 3 and [item["task_id"] for item in page["experiences"]] == ["train:1"]
+
+
+@pytest.mark.parametrize("storage", ["sql", "jsonl"])
+def test_experiences_are_filtered_by_the_explorer_step_that_produced_them(client, root, studio_assets, tmp_path, storage):
+    # Steps and versions differ (a sync offset): the filter is by step, and the card shows both.
+    written = [_experience(f"train:{step}", 1.0, max(0, step - 2), [1], step=step) for step in (0, 1, 2, 3, 3)]
+    if storage == "sql":
+        path = tmp_path / "buffer.db"
+        SqlExperienceStore(str(path), "exp").append(written)
+    else:
+        path = tmp_path / "mirror.jsonl"
+        mirror = JsonlMirror(path)
+        mirror.record_written(written)
+        mirror.close()
+    _buffer_run(root, studio_assets, {"name": "exp", "storage_type": "queue", "path": str(path)})
+
+    data = client.get("/api/experiences/p/exp", params={"min_step": 2, "max_step": 3}).json()
+    assert [(item["explore_step"], item["model_version"]) for item in data["experiences"]] == [(2, 0), (3, 1), (3, 1)]
+    assert data["total"] == 3
+    assert client.get("/api/experiences/p/exp", params={"max_step": 0}).json()["total"] == 1
+
+
+def test_a_run_the_studio_did_not_start_cannot_be_stopped_from_it(client, root, studio_assets):
+    make_run_dir(root, studio_assets, project="p", name="elsewhere", rewards=[0.5])
+    response = client.post("/api/runs/stop", json={"run_id": "p/elsewhere"})
+    assert response.status_code == 409 and "did not start" in response.json()["detail"]
+    assert client.post("/api/runs/stop", json={"run_id": "p/missing"}).status_code == 404
+    assert client.post("/api/runs/stop", json={}).status_code == 422
+    assert client.get("/api/runs").json()["runs"][0]["stoppable"] is False
 
 
 def test_a_jsonl_queue_mirror_is_browsable_and_a_memory_queue_says_why_not(client, root, studio_assets, tmp_path):

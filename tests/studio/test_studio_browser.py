@@ -180,6 +180,47 @@ def test_a_run_started_from_the_studio_is_followed_live_and_its_rewarded_respons
     shoot(page, screenshots, "studio-experiences")
 
 
+@pytest.mark.slow
+def test_a_run_stopped_from_the_studio_saves_its_checkpoint_and_its_steps_can_be_browsed(
+    studio, page, studio_assets, screenshots
+):
+    page.goto(f"{studio.url}/builder")
+    page.wait_for_selector('[name="model.model_path"]')
+    fill_beginner_form(page, studio_assets, name="long", model__max_response_tokens="8", buffer__total_steps="400")
+    wait_valid(page)
+    page.click("#start")
+
+    page.wait_for_url(f"{studio.url}/run/studio/long")
+    page.wait_for_function(
+        "Number(document.querySelector('[data-chart=\"reward\"]')?.dataset.points || 0) >= 3", timeout=120_000
+    )
+    stop = page.locator("#stop")
+    assert stop.is_visible()
+    stop.click()
+    page.wait_for_selector(".status.stopped", timeout=120_000)
+    assert not stop.is_visible()
+    runs = page.request.get(f"{studio.url}/api/runs").json()["runs"]
+    run = next(item for item in runs if item["run_id"] == "studio/long")
+    assert 3 <= run["train_step"] < 400
+    run_dir = studio.app.state.runs_root / "studio" / "long"
+    # Stopping is Ctrl-C: the step finishes and a checkpoint of it is saved.
+    assert (run_dir / f"global_step_{run['train_step']}").is_dir()
+    assert "exit code 130" not in page.locator("#error").inner_text()
+
+    page.goto(f"{studio.url}/experiences/studio/long")
+    page.wait_for_selector("article.experience")
+    page.fill('input[name="min_step"]', "2")
+    page.fill('input[name="max_step"]', "2")
+    page.click('#filters button[type="submit"]')
+    page.wait_for_function(
+        "[...document.querySelectorAll('article.experience')].length > 0 && "
+        "[...document.querySelectorAll('article.experience .exp-head')].every(h => h.textContent.includes('explorer step 2 '))"
+    )
+    # The beginner form's 4 tasks x 4 repeats: one explorer step wrote 16 experiences.
+    assert page.locator("#count").inner_text().startswith("16 ")
+    shoot(page, screenshots, "studio-experiences-by-step")
+
+
 def test_two_runs_are_compared_on_the_same_plots(studio, page, studio_assets, screenshots):
     root = studio.app.state.runs_root
     make_run_dir(root, studio_assets, project="cmp", name="lr_low", rewards=[0.1, 0.2, 0.25, 0.3], losses=[0.5, 0.4, 0.3, 0.3])

@@ -4,7 +4,8 @@
 ``/run/<run id>`` (live curves, summary, resolved config), ``/experiences/<run id>``
 (the experience browser), ``/compare?run=A&run=B`` and ``/builder`` (the config builder).
 Their data comes from ``/api/...``. Only ``POST /api/runs/start`` changes anything on disk,
-and only to start a run; a POST from another web origin is refused.
+and only to start a run; ``POST /api/runs/stop`` stops a run the Studio started. A POST from
+another web origin is refused.
 """
 
 from __future__ import annotations
@@ -130,6 +131,8 @@ def create_app(*, runs_root: str | Path, working_dir: str | Path | None = None,
     @app.get("/api/experiences/{run_id:path}")
     def api_experiences(
         run_id: str,
+        min_step: int | None = None,
+        max_step: int | None = None,
         min_version: int | None = None,
         max_version: int | None = None,
         min_reward: float | None = None,
@@ -140,7 +143,10 @@ def create_app(*, runs_root: str | Path, working_dir: str | Path | None = None,
     ) -> dict:
         path = find_run(run_id)
         config = runs.read_resolved(path)
-        selection = experiences.ExperienceFilter(min_version, max_version, min_reward, max_reward, task or None)
+        selection = experiences.ExperienceFilter(
+            min_step=min_step, max_step=max_step, min_version=min_version, max_version=max_version,
+            min_reward=min_reward, max_reward=max_reward, task=task or None,
+        )
         try:
             location = experiences.buffer_location(config, working_dir=working_dir)
             total, page_rows = experiences.read_experiences(location, selection, limit=limit, offset=offset)
@@ -194,6 +200,17 @@ def create_app(*, runs_root: str | Path, working_dir: str | Path | None = None,
         if root.resolve() in run_dir.parents:
             run_id = run_dir.relative_to(root.resolve()).as_posix() + (f"/{first[0]}" if first else "")
         return {"run_id": run_id, "run_dir": str(started.run_dir), "output": str(started.output_path)}
+
+    @app.post("/api/runs/stop")
+    def api_stop_run(body: dict):
+        run_id = body.get("run_id")
+        if not isinstance(run_id, str):
+            raise HTTPException(422, 'send {"run_id": "<project>/<name>"}')
+        try:
+            stopped = launcher.stop(find_run(run_id))
+        except UserError as error:
+            raise HTTPException(409, str(error)) from None
+        return {"run_id": run_id, "run_dir": str(stopped.run_dir), "status": "stopping"}
 
     return app
 

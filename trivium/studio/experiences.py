@@ -33,6 +33,8 @@ class BufferLocation:
 
 @dataclass(frozen=True)
 class ExperienceFilter:
+    min_step: int | None = None  # the explorer step that produced the experience
+    max_step: int | None = None
     min_version: int | None = None
     max_version: int | None = None
     min_reward: float | None = None
@@ -79,7 +81,11 @@ def read_experiences(
 
 
 def _matches(experience: Experience, selection: ExperienceFilter) -> bool:
-    version, reward = experience.model_version, experience.reward
+    step, version, reward = experience.explore_step, experience.model_version, experience.reward
+    if selection.min_step is not None and step < selection.min_step:
+        return False
+    if selection.max_step is not None and step > selection.max_step:
+        return False
     if selection.min_version is not None and version < selection.min_version:
         return False
     if selection.max_version is not None and version > selection.max_version:
@@ -111,9 +117,16 @@ def _sql_experiences(
     from sqlalchemy.exc import DatabaseError
     from sqlalchemy.orm import Session
 
+    from trivium.buffer.codec import STORED_IN_INFO
     from trivium.buffer.sql_schema import ExperienceModel as Row
 
     conditions = [Row.buffer == location.buffer_name] if location.buffer_name else []
+    # The explorer step is kept in the row's info (absent, i.e. 0, in rows written before it existed).
+    step = func.coalesce(Row.info[STORED_IN_INFO["explore_step"]].as_integer(), 0)
+    if selection.min_step is not None:
+        conditions.append(step >= selection.min_step)
+    if selection.max_step is not None:
+        conditions.append(step <= selection.max_step)
     if selection.min_version is not None:
         conditions.append(Row.model_version >= selection.min_version)
     if selection.max_version is not None:
@@ -163,6 +176,7 @@ def experience_view(number: int, experience: Experience, tokenizer: Any | None) 
         "task_id": experience.task_id,
         "group_id": experience.group_id,
         "repeat": experience.run_id,
+        "explore_step": experience.explore_step,
         "model_version": experience.model_version,
         "reward": experience.reward,
         "prompt_text": experience.prompt_text,

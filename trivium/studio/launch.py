@@ -5,12 +5,16 @@ The run directory is chosen before the start (the same rule as ``trivium run``: 
 config (``name`` and ``checkpoint_job_dir``), so the run lands where the Studio looks. The
 config goes to ``<run dir>/studio/config.yaml`` and the subprocess's console output to
 ``<run dir>/studio/run.log``. A started run outlives the Studio: it runs in its own process
-group, and stopping the Studio does not stop it.
+group, and stopping the Studio does not stop it. The Studio can stop a run it started, as
+Ctrl-C would: SIGTERM lets the current step finish, then the run saves its checkpoint,
+writes its summary and exits with 130; ``continue_from_checkpoint`` resumes it. Runs started
+elsewhere are stopped where they were started (the Studio does not know their processes).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -23,6 +27,8 @@ from trivium.config.errors import ConfigError, Problem
 from trivium.config.load import load_config_from_dict
 from trivium.config.prepare import prepare_loaded
 from trivium.config.run_dir import choose_run_name
+from trivium.errors import UserError
+from trivium.runtime.stopping import INTERRUPTED_EXIT_CODE
 
 STUDIO_DIR_NAME = "studio"
 CONFIG_FILE_NAME = "config.yaml"
@@ -45,10 +51,17 @@ class StartedRun:
     output_path: Path
     process: subprocess.Popen
 
+    stop_requested: bool = False
+
     @property
     def exit_code(self) -> int | None:
         """None while the subprocess runs."""
         return self.process.poll()
+
+    @property
+    def stopped_on_request(self) -> bool:
+        """Ended by a stop signal (the Studio's Stop, or a signal from elsewhere)."""
+        return self.exit_code == INTERRUPTED_EXIT_CODE
 
 
 class RunLauncher:
@@ -92,6 +105,21 @@ class RunLauncher:
                 )
             started = StartedRun(run_dir=run_dir, config_path=config_path, output_path=output_path, process=process)
             self._started[run_dir.resolve()] = started
+        return started
+
+    def stop(self, run_dir: Path) -> StartedRun:
+        """Ask the run this launcher started in ``run_dir`` to stop after its current step.
+
+        UserError when the Studio did not start it or it has already ended.
+        """
+        started = self.started_run(run_dir)
+        if started is None:
+            raise UserError(f"the Studio did not start the run in {run_dir}; stop it where it was started (Ctrl-C)")
+        if started.exit_code is not None:
+            raise UserError(f"the run in {started.run_dir} has already ended (exit code {started.exit_code})")
+        # Only the `trivium run` process: it stops its own workers and actors on the way out.
+        started.process.send_signal(signal.SIGTERM)
+        started.stop_requested = True
         return started
 
     def started_run(self, run_dir: Path) -> StartedRun | None:

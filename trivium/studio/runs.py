@@ -10,7 +10,10 @@ holding ``config.resolved.yaml``. Its status comes from what the run leaves behi
 * ``failed``: the Studio's subprocess exited with an error, or a log holds an ERROR record
   and no report was written; the error text comes with it;
 * ``pending``: a later stage of a run the Studio started, not begun yet;
-* ``stopped``: none of these (a run killed without a trace, or one that has not logged yet).
+* ``stopping``: the Studio asked the run it started to stop, and it is finishing its step;
+* ``stopped``: the Studio's subprocess ended on a stop signal (it resumes from its
+  checkpoint), or none of the above (a run killed without a trace, or one that has not
+  logged yet).
 
 This module only reads.
 """
@@ -47,8 +50,9 @@ class RunInfo:
     name: str
     stage: str  # "" for a run without stages
     mode: str
-    status: str  # running | finished | failed | pending | stopped
+    status: str  # running | stopping | finished | failed | pending | stopped
     error: str | None = None
+    stoppable: bool = False  # the Studio started it and it is still going
     explore_step: int = 0
     explore_total: int | None = None
     train_step: int = 0
@@ -62,7 +66,7 @@ class RunInfo:
             "stage": self.stage, "mode": self.mode, "status": self.status, "error": self.error,
             "explore_step": self.explore_step, "explore_total": self.explore_total,
             "train_step": self.train_step, "train_total": self.train_total,
-            "last_activity": self.last_activity, "stages": self.stages,
+            "last_activity": self.last_activity, "stages": self.stages, "stoppable": self.stoppable,
         }
 
 
@@ -167,12 +171,18 @@ def _fill_status(info: RunInfo, run_dir: Path, launcher: RunLauncher | None) -> 
     reported = (run_dir / REPORT_FILE).is_file()
     if started is not None:
         code = started.exit_code
-        if reported:
+        info.stoppable = code is None
+        if started.stopped_on_request:
+            info.status = "stopped"  # it wrote its report too, but did not run to its end
+        elif reported:
             info.status = "finished"
         elif code is None:
             # `trivium run` writes every stage's resolved config first; a stage has begun once it logs.
             began = metrics_path(run_dir).exists() or bool(find_log_files(run_dir))
-            info.status = "running" if began or not info.stage else "pending"
+            if started.stop_requested and began:
+                info.status = "stopping"
+            else:
+                info.status = "running" if began or not info.stage else "pending"
         elif code == 0:
             info.status = "stopped"
         else:

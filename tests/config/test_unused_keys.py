@@ -4,6 +4,7 @@ and rollout-engine options handed to the engine factory."""
 import pytest
 import yaml
 
+from trivium.config.errors import ConfigError
 from trivium.config.prepare import prepare
 from trivium.config.unused_keys import engine_options
 from trivium.errors import UserError
@@ -43,9 +44,33 @@ def test_set_unused_keys_are_listed_with_the_reason(tmp_path):
 
 
 def test_behaviour_options_on_the_hf_engine_are_announced_at_plan_time(tmp_path):
-    stage = plan(tmp_path, {"explorer.rollout_model.tool_call_parser": "hermes"})
-    notes = [n for n in stage.notes if n.key == "explorer.rollout_model.tool_call_parser"]
+    stage = plan(tmp_path, {"explorer.rollout_model.ignore_eos": True})
+    notes = [n for n in stage.notes if n.key == "explorer.rollout_model.ignore_eos"]
     assert notes and "refuse" in notes[0].message
+
+
+def test_reply_parsers_are_model_settings_that_every_engine_honours(tmp_path):
+    stage = plan(tmp_path, {"explorer.rollout_model.tool_call_parser": "hermes",
+                            "explorer.rollout_model.enable_auto_tool_choice": True,
+                            "explorer.rollout_model.reasoning_parser": "qwen3"})
+    assert not [n for n in stage.notes if "parser" in n.key or "tool_choice" in n.key]
+    assert engine_options(stage.config.explorer.rollout_model) == {}  # not engine keywords
+
+
+@pytest.mark.parametrize("changes, key, message", [
+    ({"explorer.rollout_model.tool_call_parser": "hermez", "explorer.rollout_model.enable_auto_tool_choice": True},
+     "explorer.rollout_model.tool_call_parser", "did you mean 'hermes'"),
+    ({"explorer.rollout_model.reasoning_parser": "deepseek"}, "explorer.rollout_model.reasoning_parser",
+     "deepseek_r1, qwen3"),
+    ({"explorer.rollout_model.tool_call_parser": "hermes"}, "explorer.rollout_model.enable_auto_tool_choice",
+     "together with tool_call_parser"),
+    ({"explorer.rollout_model.enable_auto_tool_choice": True}, "explorer.rollout_model.enable_auto_tool_choice",
+     "together with tool_call_parser"),
+])
+def test_reply_parser_mistakes_name_their_key(tmp_path, changes, key, message):
+    with pytest.raises(ConfigError) as error:
+        plan(tmp_path, changes)
+    assert any(problem.key == key and message in problem.message for problem in error.value.problems)
 
 
 def test_images_are_rejected_with_the_reason(tmp_path):
@@ -63,5 +88,5 @@ def test_engine_options_reach_the_factory_only_when_set_and_hf_refuses_behaviour
     stage = plan(tmp_path, {"explorer.rollout_model.enable_chunked_prefill": True, "explorer.rollout_model.use_v1": True})
     assert engine_options(stage.config.explorer.rollout_model) == {"enable_chunked_prefill": True}
     assert _without_vllm_options("hf", {"enable_chunked_prefill": True, "dtype": "float32"}) == {"dtype": "float32"}
-    with pytest.raises(UserError, match="cannot honour reasoning_parser"):
-        _without_vllm_options("hf", {"reasoning_parser": "deepseek_r1"})
+    with pytest.raises(UserError, match="cannot honour ignore_eos"):
+        _without_vllm_options("hf", {"ignore_eos": True})

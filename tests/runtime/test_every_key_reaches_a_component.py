@@ -78,9 +78,12 @@ PROBES = {
     "buffer.explorer_input.taskset.data_selector": {"selector_type": "shuffle"},
     "model.external_model.base_url_env": "PROBE_BASE_URL",
     "model.external_model.api_key_env": "PROBE_API_KEY",
+    "explorer.api_key_env": "PROBE_SERVE_API_KEY",
 }
 # Keys that name an environment variable: the probe sets that variable.
-NAMES_AN_ENVIRONMENT_VARIABLE = {"model.external_model.base_url_env", "model.external_model.api_key_env"}
+NAMES_AN_ENVIRONMENT_VARIABLE = {
+    "model.external_model.base_url_env", "model.external_model.api_key_env", "explorer.api_key_env",
+}
 CONTAINERS = {  # passed to the buffer package whole: probed through one of their keys below
     "buffer.explorer_input.taskset", "buffer.explorer_input.tasksets", "buffer.explorer_input.eval_tasksets",
     "buffer.trainer_input.experience_buffer", "explorer.auxiliary_models", "service.data_juicer",

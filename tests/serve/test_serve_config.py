@@ -86,7 +86,7 @@ def test_keys_without_effect_in_the_mode_are_noted(tiny_model_dir, tmp_path):
     data["buffer"]["explorer_input"] = {"taskset": {"name": "t", "path": str(tmp_path), "storage_type": "file"}}
     (tmp_path / "train.jsonl").write_text('{"question": "1+1", "answer": "2"}\n')
     notes = validate(resolve(load_config_from_dict(data)))
-    assert any(n.key == "explorer.proxy_port" and "read only in mode: serve" in n.message for n in notes)
+    assert any(n.key == "explorer.proxy_port" and "read only by mode: serve" in n.message for n in notes)
     data["mode"] = "serve"
     notes = validate(resolve(load_config_from_dict(data)))
     assert any(n.key == "buffer.explorer_input.tasksets" and "reads no training taskset" in n.message for n in notes)

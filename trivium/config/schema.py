@@ -408,10 +408,21 @@ class InferenceModelConfig:
     enable_chunked_prefill: bool = opt(False, "Split long prefills into chunks (vLLM).", engine_option="performance")
     use_v1: bool = opt(True, "Use vLLM's V1 engine.", engine_option="performance")
     enable_log_requests: bool = opt(False, "Log every request the engine serves (vLLM).", engine_option="performance")
-    enable_openai_api: bool = opt(False, "Serve the engine through an OpenAI-compatible API for agent workflows.", engine_option="behaviour")
-    enable_auto_tool_choice: bool = opt(False, "Let the model decide when to call tools (vLLM's OpenAI server).", engine_option="behaviour")
-    tool_call_parser: Optional[str] = opt(None, "Parser turning generated text into tool calls (vLLM).", engine_option="behaviour")
-    reasoning_parser: Optional[str] = opt(None, "Parser separating reasoning from the answer (vLLM).", engine_option="behaviour")
+    enable_openai_api: bool = opt(
+        False, "Serve this model over an OpenAI-compatible HTTP API to the workflows: each workflow's "
+        "model.openai_base_url / get_openai_client() names a session of its own, recorded in its history.",
+    )
+    enable_auto_tool_choice: bool = opt(
+        False, "The model decides when to call tools (tool_choice 'auto'); needs tool_call_parser, and "
+        "tool_call_parser needs it, as in vLLM's server.",
+    )
+    tool_call_parser: Optional[str] = opt(
+        None, "Parser turning the model's tool-call text into OpenAI tool_calls ('hermes').",
+    )
+    reasoning_parser: Optional[str] = opt(
+        None, "Parser moving the model's thinking into the reply's reasoning_content ('deepseek_r1', 'qwen3'); "
+        "the experience keeps every sampled token.",
+    )
     trust_remote_code: bool = opt(False, "Allow model code shipped with the checkpoint.", engine_option="load")
     ignore_eos: bool = opt(False, "Keep generating past the end-of-sequence token.", engine_option="behaviour")
     # Per-engine sampling overrides of Trinity-RFT; trivium samples with model.* and rollout_args.
@@ -475,6 +486,11 @@ class ExplorerConfig:
     listen_address: str = opt(
         "127.0.0.1", "Address the serve-mode API listens on; 127.0.0.1 (this machine only) by default. 0.0.0.0 "
         "opens it to every network interface: anyone who reaches it can sample the policy and post rewards.",
+    )
+    api_key_env: Optional[str] = opt(
+        None, "Environment variable holding the API key that clients of trivium's OpenAI-compatible servers "
+        "(serve mode, enable_openai_api) must send as 'Authorization: Bearer <key>'; unset, no key is asked. "
+        "The key itself never goes into a config file.",
     )
     service_status_check_interval: int = opt(60, "Seconds between engine health checks in serve mode.", unused=SERVE)
     min_running_model_num: int = opt(1, "Engines that must be up in serve mode.", unused=SERVE)

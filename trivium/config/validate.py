@@ -9,6 +9,7 @@ already filled; nothing here derives values.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from typing import Callable
 
 from trivium.config.algorithm_rules import algorithm_notes, check_algorithm
@@ -278,9 +279,38 @@ def _engines_and_trainer(config: TriviumConfig, problems: list[Problem]) -> None
                 problems.append(Problem(f"data_processor.{pipeline_name}.operators[{index}].name", "an operator needs a name"))
 
 
+def _model_apis(config: TriviumConfig, problems: list[Problem]) -> None:
+    """The parsers and HTTP endpoints the models' OpenAI-style replies use."""
+    from trivium.models.reasoning import REASONING_PARSERS
+    from trivium.models.tool_calls import TOOL_CALL_PARSERS
+
+    for key, engine in _engines(config):
+        for name, known in (("tool_call_parser", TOOL_CALL_PARSERS), ("reasoning_parser", REASONING_PARSERS)):
+            value = getattr(engine, name)
+            if value not in (None, "", "none") and value not in known:
+                close = difflib.get_close_matches(str(value), list(known), n=1)
+                problems.append(Problem(
+                    f"{key}.{name}",
+                    f"unknown parser {value!r}; choose one of: {', '.join(known)}"
+                    + (f" (did you mean {close[0]!r}?)" if close else ""),
+                ))
+        if engine.enable_auto_tool_choice != bool(engine.tool_call_parser):
+            problems.append(Problem(
+                f"{key}.enable_auto_tool_choice",
+                "letting the model choose its tool calls needs a parser for them: set enable_auto_tool_choice: true "
+                "together with tool_call_parser (e.g. hermes), or neither",
+            ))
+        if engine.enable_openai_api and config.mode == "serve":
+            problems.append(Problem(
+                f"{key}.enable_openai_api",
+                "serve mode serves the policy itself at explorer.listen_address:proxy_port and runs no workflows; "
+                "remove enable_openai_api",
+            ))
+
+
 RULES: list[Callable[[TriviumConfig, list[Problem]], None]] = [
     _required, _ranges, _token_limits, check_algorithm, _data, _devices, _sync, _engines_and_trainer,
-    unsupported_key_problems, check_workflows, check_serve_mode,
+    _model_apis, unsupported_key_problems, check_workflows, check_serve_mode,
 ]
 
 

@@ -167,7 +167,9 @@ class OpenAIClient:
                 types.Choice(
                     index=index,
                     message=types.ChatCompletionMessage(
-                        role="assistant", content=message.get("content"), tool_calls=tool_calls
+                        role="assistant", content=message.get("content"), tool_calls=tool_calls,
+                        # An extra field (the openai types keep them), as vLLM's servers send it.
+                        **({"reasoning_content": message["reasoning_content"]} if "reasoning_content" in message else {}),
                     ),
                     finish_reason="tool_calls" if tool_calls else finish,
                     logprobs=self._logprobs(types, turn_ids, turn_logprobs)

@@ -11,9 +11,12 @@ Sampling is the engine's job; concurrent requests are merged into shared engine 
   HTTP, with exact token ids, per-token logprobs and the model version, so experiences built
   from a remote engine are identical to ones built in-process.
 
-Given a session recorder (``mode: serve``, see ``trivium.serve``), chat requests that carry an
-``X-Session-Id`` header are recorded token-exactly per session, and two more endpoints take
-the outside application's rewards: ``POST /feedback`` and ``POST /commit``. Every response
+Given a session recorder (``mode: serve``, see ``trivium.serve``; or the workflows' sessions of
+``enable_openai_api``, see ``trivium.explorer.workflow_api``), chat requests that carry an
+``X-Session-Id`` header are recorded token-exactly per session. The session may also be named
+in the path, for clients that take only a base URL: ``/sessions/<id>/v1/...`` is served as
+``/v1/...`` with that header. A recorder that takes rewards (serve mode's) adds two endpoints
+for the outside application's rewards: ``POST /feedback`` and ``POST /commit``. Every response
 carries the model version it was served with: the ``X-Model-Version`` header, and in
 completions also the ``model_version`` field and ``system_fingerprint`` ``trivium-v<version>``.
 
@@ -29,6 +32,7 @@ answers with an OpenAI-style error body; see ``server_guard``.
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import threading
 import time
@@ -281,7 +285,9 @@ class EngineService:
     def _session_chat(self, body: dict[str, Any], session_id: str) -> dict[str, Any]:
         """A chat turn of a recorded session: sampled through the session recorder, token-exact."""
         if self.sessions is None:
-            raise BadRequest(f"this server records no sessions (serve mode does); drop the {SESSION_HEADER} header")
+            raise BadRequest(
+                f"this server records no sessions (serve mode and enable_openai_api do); drop the {SESSION_HEADER} header"
+            )
         n = 1 if body.get("n") is None else body["n"]
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise BadRequest(f"`n` must be a positive integer, got {n!r}")
@@ -291,6 +297,8 @@ class EngineService:
         choices = []
         for index, turn in enumerate(turns):
             message = {"role": "assistant", "content": turn.content}
+            if turn.reasoning_content is not None:
+                message["reasoning_content"] = turn.reasoning_content
             if turn.tool_calls:
                 message["tool_calls"] = turn.tool_calls
             choice = {"index": index, "message": message, "logprobs": None,
@@ -362,13 +370,33 @@ class EngineService:
         self.batcher.close()
 
 
+class SessionPathPrefix:
+    """ASGI middleware: ``/sessions/<id>/v1/...`` is served as ``/v1/...`` with ``X-Session-Id: <id>``."""
+
+    PATTERN = re.compile(r"^/sessions/([A-Za-z0-9_.:-]{1,200})(/v1/.*)$")
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            match = self.PATTERN.match(scope["path"])
+            if match:
+                session_id, path = match.groups()
+                header = SESSION_HEADER.lower().encode()
+                headers = [(name, value) for name, value in scope["headers"] if name.lower() != header]
+                scope = dict(scope, path=path, raw_path=path.encode(), headers=[*headers, (header, session_id.encode())])
+        await self.app(scope, receive, send)
+
+
 def create_app(engine: InferenceEngine, model_name: str = "trivium", model_path: str | None = None, *,
                api_key: str | None = None, limits: ServerLimits = ServerLimits(), sessions: Any = None):
     """A FastAPI app serving ``engine``; ``model_name`` is the id clients send as ``model``.
 
     With ``api_key``, every endpoint but ``/health`` needs ``Authorization: Bearer <api_key>``.
-    With ``sessions`` (a ``trivium.serve.sessions.SessionRecorder``), chat requests carrying
-    ``X-Session-Id`` are recorded, and ``/feedback`` and ``/commit`` are served.
+    With ``sessions`` (a ``trivium.serve.sessions.SessionRecorder``, or any object with its
+    ``chat``), chat requests carrying ``X-Session-Id`` are recorded; ``/feedback`` and ``/commit``
+    are served when the recorder declares ``takes_feedback``.
     """
     from fastapi import FastAPI, Request, Response
     from fastapi.exceptions import RequestValidationError
@@ -377,6 +405,7 @@ def create_app(engine: InferenceEngine, model_name: str = "trivium", model_path:
     service = EngineService(engine, model_name, model_path, limits, sessions)
     app = FastAPI(title=f"trivium model server ({model_name})")
     app.state.service = service
+    app.add_middleware(SessionPathPrefix)
 
     def refuse(problem: HTTPProblem) -> JSONResponse:
         return JSONResponse(status_code=problem.status, content=problem.body(),
@@ -442,7 +471,7 @@ def create_app(engine: InferenceEngine, model_name: str = "trivium", model_path:
 
     app.post("/v1/chat/completions")(_resolved(chat_completions, request=Request, response=Response))
 
-    if sessions is not None:
+    if getattr(sessions, "takes_feedback", False):
         post("/feedback", service.feedback)
 
         def commit(body: dict | None = None) -> dict:  # the body may be left out

@@ -18,6 +18,7 @@ With ``enable_history`` the latest experience of each conversation is kept for
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import threading
 from collections import OrderedDict
@@ -39,6 +40,7 @@ from trivium.models.conversation import Conversation, Renderer, conversation_key
 from trivium.models.engine.base import GenerationOutput, InferenceEngine, SamplingParams
 from trivium.models.engine.batcher import RequestBatcher
 from trivium.models.engine.busy_clients import BusyClients
+from trivium.models.reasoning import ReasoningParser, reasoning_parser_named
 from trivium.models.tool_calls import ToolCallParser, tool_call_parser_named
 
 logger = logging.getLogger(__name__)
@@ -76,6 +78,7 @@ class ModelWrapper:
         enable_history: bool = False,
         enable_thinking: bool | None = None,
         tool_call_parser: str | None = None,
+        reasoning_parser: str | None = None,
     ):
         if max_response_tokens is None and max_model_len is None:
             raise UserError(
@@ -99,15 +102,20 @@ class ModelWrapper:
         self.clients = BusyClients()
         self._batcher = RequestBatcher(engine, busy=self.clients)
         self.tool_call_parser: ToolCallParser | None = tool_call_parser_named(tool_call_parser)
+        self.reasoning_parser: ReasoningParser | None = reasoning_parser_named(reasoning_parser)
         self.renderer = Renderer(engine.tokenizer, self.chat_template, enable_thinking)
         self._history: dict[str, Experience] = {}
         self._history_lock = threading.Lock()
         self._conversations: OrderedDict[str, Conversation] = OrderedDict()
         self._conversations_lock = threading.Lock()
         self._remembered_tokens = 0
-        # Turns where the chat template was not prefix-preserving (see conversation.py).
-        self.template_drift_events = 0
-        self._drift_warned = False
+        # Turns where the chat template was not prefix-preserving (see conversation.py); shared
+        # with the wrapper's workflow views.
+        self._drift = {"events": 0, "warned": False}
+        # Set on a workflow view when the engine is served over HTTP (enable_openai_api).
+        self.openai_base_url: str | None = None
+        self.openai_api_key: str | None = None
+        self.openai_model_name = "policy"
 
     # ---- public API ----------------------------------------------------------------------
 
@@ -122,6 +130,19 @@ class ModelWrapper:
     @property
     def model_version(self) -> int:
         return self.engine.version()
+
+    @property
+    def template_drift_events(self) -> int:
+        return self._drift["events"]
+
+    def for_workflow(self) -> ModelWrapper:
+        """A view of this wrapper for one workflow: the same engine, batches and remembered
+        conversations, but a history of its own, so ``extract_experience_from_history`` returns
+        only what that workflow sampled while other workflows share the engine."""
+        view = copy.copy(self)
+        view._history = {}
+        view._history_lock = threading.Lock()
+        return view
 
     def chat(
         self, messages: list[dict], n: int = 1, *, tools: list[dict] | None = None, **rollout_args
@@ -173,6 +194,31 @@ class ModelWrapper:
         if isinstance(tokens, torch.Tensor):
             tokens = tokens.tolist()
         return self.engine.compute_logprobs([list(tokens)], [prompt_length])[0]
+
+    def get_openai_client(self):
+        """The official ``openai.OpenAI`` client of this workflow's HTTP endpoint (``enable_openai_api``).
+
+        Its base URL (``openai_base_url``) names this workflow's session, so the calls are
+        recorded in this view's history like ``chat`` calls; agent frameworks that build their
+        own client take ``openai_base_url``, ``openai_api_key`` and ``openai_model_name``.
+        """
+        from openai import OpenAI
+
+        return OpenAI(base_url=self._checked_base_url(), api_key=self.openai_api_key or "none", max_retries=0)
+
+    def get_openai_async_client(self):
+        """Like ``get_openai_client``, an ``openai.AsyncOpenAI``."""
+        from openai import AsyncOpenAI
+
+        return AsyncOpenAI(base_url=self._checked_base_url(), api_key=self.openai_api_key or "none", max_retries=0)
+
+    def _checked_base_url(self) -> str:
+        if self.openai_base_url is None:
+            raise UserError(
+                "this model has no OpenAI-compatible HTTP endpoint: set explorer.rollout_model.enable_openai_api: "
+                "true (or the auxiliary model's), or use model.openai_client() in process"
+            )
+        return self.openai_base_url
 
     def openai_client(self, *, model_name: str = "policy"):
         """A client shaped like ``openai.OpenAI`` that calls this wrapper in process."""
@@ -362,10 +408,12 @@ class ModelWrapper:
         return [(experience, {"role": "assistant", "content": ""}) for _ in range(n)]
 
     def _assistant_message(self, text: str) -> dict:
-        if self.tool_call_parser is None:
-            return {"role": "assistant", "content": text}
-        content, tool_calls = self.tool_call_parser.parse(text)
+        """The reply as an OpenAI assistant message: thinking and tool calls split out when parsers are set."""
+        reasoning, answer = self.reasoning_parser.split(text) if self.reasoning_parser else (None, text)
+        content, tool_calls = self.tool_call_parser.parse(answer) if self.tool_call_parser else (answer, [])
         message = {"role": "assistant", "content": content}
+        if reasoning is not None:
+            message["reasoning_content"] = reasoning
         if tool_calls:
             message["tool_calls"] = tool_calls
         return message
@@ -381,9 +429,9 @@ class ModelWrapper:
         new = [d for d in after.drifts[len(before.drifts) :] if d.kind == "text"]
         if not new:
             return
-        self.template_drift_events += len(new)
-        if not self._drift_warned:
-            self._drift_warned = True
+        self._drift["events"] += len(new)
+        if not self._drift["warned"]:
+            self._drift["warned"] = True
             drift = new[0]
             logger.warning(
                 "the chat template is not prefix-preserving for this model: rendering turn %d does not "

@@ -47,6 +47,8 @@ def build_wrapper(wrapper: WrapperSettings, engine: Any) -> Any:
         default_rollout_args=dict(wrapper.default_rollout_args),
         enable_history=wrapper.enable_history,
         enable_thinking=wrapper.enable_thinking,
+        tool_call_parser=wrapper.tool_call_parser if wrapper.enable_auto_tool_choice else None,
+        reasoning_parser=wrapper.reasoning_parser,
     )
 
 
@@ -62,7 +64,21 @@ def build_auxiliary_wrappers(explorer: ExplorerSettings) -> list[Any]:
 
 
 # ---------------------------------------------------------------- explorer
-def build_runner_pool(settings: RunSettings, wrappers: list[Any], auxiliary: list[Any]) -> RunnerPool:
+def build_workflow_api(settings: RunSettings, wrappers: list[Any], auxiliary: list[Any]) -> Any:
+    """The HTTP endpoints of the models whose settings ask for one (``enable_openai_api``); None when none do."""
+    explorer = settings.explorer
+    served = list(wrappers) if explorer.wrapper.enable_openai_api else []
+    served += [wrapper for wrapper, own in zip(auxiliary, explorer.auxiliary_wrappers) if own.enable_openai_api]
+    if not served:
+        return None
+    from trivium.explorer.workflow_api import WorkflowApi
+
+    return WorkflowApi(served, host=explorer.serve.listen_address, api_key=explorer.serve.api_key)
+
+
+def build_runner_pool(
+    settings: RunSettings, wrappers: list[Any], auxiliary: list[Any], workflow_api: Any = None
+) -> RunnerPool:
     from trivium.monitor.logs import setup_component_logger
     from trivium.workflows.registry import WORKFLOWS
 
@@ -79,12 +95,17 @@ def build_runner_pool(settings: RunSettings, wrappers: list[Any], auxiliary: lis
     for wrapper in [*wrappers, *auxiliary]:
         wrapper.share_busy_clients(busy)
 
+    def view(wrapper: Any) -> Any:
+        # Each workflow has its own history (and, with enable_openai_api, its own session URL).
+        own = wrapper.for_workflow()
+        return workflow_api.bind(wrapper, own) if workflow_api is not None else own
+
     def make_workflow(task, runner_id: int):
         workflow_class = WORKFLOWS.get(task.workflow)
         return workflow_class(
             task=task,
-            model=wrappers[runner_id % len(wrappers)],
-            auxiliary_models=auxiliary,
+            model=view(wrappers[runner_id % len(wrappers)]),
+            auxiliary_models=[view(wrapper) for wrapper in auxiliary],
             logger=loggers[runner_id % len(loggers)],
         )
 

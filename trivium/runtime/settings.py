@@ -98,6 +98,10 @@ class WrapperSettings:
     default_rollout_args: dict[str, Any]
     enable_history: bool
     enable_thinking: bool | None
+    enable_openai_api: bool  # serve it over HTTP to the workflows (trivium.explorer.workflow_api)
+    enable_auto_tool_choice: bool  # replies are parsed into tool calls (validation pairs it with the parser)
+    tool_call_parser: str | None
+    reasoning_parser: str | None
 
 
 @dataclass(frozen=True)
@@ -115,10 +119,12 @@ class RunnerSettings:
 
 @dataclass(frozen=True)
 class ServeSettings:
-    """Where serve mode's OpenAI-compatible API listens."""
+    """Where trivium's OpenAI-compatible APIs listen (serve mode's; the workflows' endpoints) and their key."""
 
     listen_address: str
     port: int
+    api_key_env: str | None = None  # the environment variable the key was read from
+    api_key: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -455,6 +461,16 @@ def auxiliary_engine_settings(config: Any) -> tuple[EngineSettings, ...]:
     )
 
 
+def api_key_from_env(variable: str | None) -> str | None:
+    """The API key in environment variable ``variable`` (explorer.api_key_env); None when unset."""
+    if not variable:
+        return None
+    key = os.environ.get(variable)
+    if not key:
+        raise UserError(f"explorer.api_key_env names the environment variable {variable!r}, which is not set or empty")
+    return key
+
+
 def rollout_wrapper_settings(config: Any) -> WrapperSettings:
     """The rollout model's limits: explorer.rollout_model overrides (resolve() filled them from model.*)."""
     model, rollout = config.model, config.explorer.rollout_model
@@ -474,6 +490,10 @@ def rollout_wrapper_settings(config: Any) -> WrapperSettings:
         },
         enable_history=bool(rollout.enable_history),
         enable_thinking=rollout.enable_thinking,
+        enable_openai_api=bool(rollout.enable_openai_api),
+        enable_auto_tool_choice=bool(rollout.enable_auto_tool_choice),
+        tool_call_parser=rollout.tool_call_parser,
+        reasoning_parser=rollout.reasoning_parser,
     )
 
 
@@ -490,6 +510,10 @@ def auxiliary_wrapper_settings(config: Any) -> tuple[WrapperSettings, ...]:
             default_rollout_args={},
             enable_history=bool(aux.enable_history),
             enable_thinking=aux.enable_thinking,
+            enable_openai_api=bool(aux.enable_openai_api),
+            enable_auto_tool_choice=bool(aux.enable_auto_tool_choice),
+            tool_call_parser=aux.tool_call_parser,
+            reasoning_parser=aux.reasoning_parser,
         )
         for aux in config.explorer.auxiliary_models
     )
@@ -549,7 +573,10 @@ def explorer_settings(config: Any, engine_threads: int | None = None) -> Explore
         auxiliary=auxiliary_engine_settings(config),
         wrapper=rollout_wrapper_settings(config),
         auxiliary_wrappers=auxiliary_wrapper_settings(config),
-        serve=ServeSettings(listen_address=str(explorer.listen_address), port=int(explorer.proxy_port)),
+        serve=ServeSettings(
+            listen_address=str(explorer.listen_address), port=int(explorer.proxy_port),
+            api_key_env=explorer.api_key_env, api_key=api_key_from_env(explorer.api_key_env),
+        ),
     )
 
 

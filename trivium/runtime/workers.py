@@ -59,7 +59,8 @@ class ExplorerWorker:
         )
         self.wrappers = builders.build_wrappers(explorer.wrapper, self.engines)
         self.auxiliary_wrappers = builders.build_auxiliary_wrappers(explorer)
-        pool = builders.build_runner_pool(settings, self.wrappers, self.auxiliary_wrappers)
+        self.workflow_api = builders.build_workflow_api(settings, self.wrappers, self.auxiliary_wrappers)
+        pool = builders.build_runner_pool(settings, self.wrappers, self.auxiliary_wrappers, self.workflow_api)
         explores_tasksets = settings.traits.reads_training_tasksets
         self.writer = create_writer(explorer.experience_buffer) if explores_tasksets else None
         self.explorer = builders.build_explorer(
@@ -191,6 +192,8 @@ class ExplorerWorker:
     def close(self) -> None:
         self._stop_reports.set()
         self.explorer.runner_pool.shutdown()
+        if self.workflow_api is not None:
+            self.workflow_api.close()
         for wrapper in (*self.wrappers, *self.auxiliary_wrappers):
             wrapper.close()
         for engine in self.engines:

@@ -63,10 +63,13 @@ def serve_notes(config: TriviumConfig) -> list[Suggestion]:
         return []
     if not traits.serves_api:
         defaults = ExplorerConfig()
+        endpoints = any(model.enable_openai_api for model in [config.explorer.rollout_model, *config.explorer.auxiliary_models])
+        readers = {"proxy_port": "mode: serve", "listen_address": "mode: serve and enable_openai_api",
+                   "api_key_env": "mode: serve and enable_openai_api"}
         return [
-            Suggestion(f"explorer.{key}", f"is read only in mode: serve (this run's mode is '{config.mode}')", "note")
-            for key in ("proxy_port", "listen_address")
-            if getattr(config.explorer, key) != getattr(defaults, key)
+            Suggestion(f"explorer.{key}", f"is read only by {readers[key]} (this run's mode is '{config.mode}')", "note")
+            for key in readers
+            if getattr(config.explorer, key) != getattr(defaults, key) and not (endpoints and key != "proxy_port")
         ]
     if config.buffer.explorer_input.tasksets:
         return [Suggestion(

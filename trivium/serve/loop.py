@@ -56,7 +56,7 @@ def run_serve(session: RunSession, progress: Any = None) -> None:
     trainer = threading.Thread(target=_train, args=(session, progress, errors, log_lock), name="trainer", daemon=True)
     try:
         with serve_in_thread(worker.engines[0], host=address.listen_address, port=address.port,
-                             model_name=SERVED_MODEL_NAME, sessions=recorder) as url:
+                             model_name=SERVED_MODEL_NAME, sessions=recorder, api_key=address.api_key) as url:
             _announce(session, url, address.listen_address)
             startup_eval(session)
             trainer.start()

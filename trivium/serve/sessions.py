@@ -63,6 +63,7 @@ class ServedTurn:
 
     content: str
     tool_calls: list[dict] | None
+    reasoning_content: str | None
     finish_reason: str
     token_ids: list[int]  # this turn's sampled ids
     logprobs: list[float]  # the engine's logprob of each
@@ -104,6 +105,8 @@ class SessionRecorder:
     commit that wrote something (the loop logs it and counts it as an explorer step).
     """
 
+    takes_feedback = True  # the server adds /feedback and /commit
+
     def __init__(
         self,
         *,
@@ -144,7 +147,7 @@ class SessionRecorder:
             session = self._sessions.setdefault(session_id, Session(session_id, wrapper))
             for experience, _ in turns:
                 session.record(experience)
-        return [_served(experience, message) for experience, message in turns]
+        return [served_turn(experience, message) for experience, message in turns]
 
     def _refuse_if_final(self, session_id: str) -> None:
         if session_id in self._committed:
@@ -268,11 +271,13 @@ def check_session_id(session_id: Any) -> None:
         raise BadRequest(f"a session id has at most {MAX_SESSION_ID_CHARS} characters, got {len(session_id)}")
 
 
-def _served(experience: Experience, message: dict) -> ServedTurn:
+def served_turn(experience: Experience, message: dict) -> ServedTurn:
+    """A sampled turn (the wrapper's experience and assistant message) as the server answers it."""
     ids, logprobs = last_turn(experience)
     return ServedTurn(
         content=message.get("content") or "",
         tool_calls=message.get("tool_calls"),
+        reasoning_content=message.get("reasoning_content"),
         finish_reason=experience.info.get("finish_reason", "stop"),
         token_ids=ids,
         logprobs=logprobs,

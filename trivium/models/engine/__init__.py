@@ -16,9 +16,7 @@ ENGINES: Registry = Registry("engine type")
 # vLLM options that only change speed or logging: engines without them run the same without.
 VLLM_PERFORMANCE_OPTIONS = ("enable_prefix_caching", "enable_chunked_prefill", "use_v1", "enable_log_requests")
 # vLLM options that change what a run does: engines without them must refuse, not ignore them.
-VLLM_BEHAVIOUR_OPTIONS = (
-    "enable_openai_api", "enable_auto_tool_choice", "tool_call_parser", "reasoning_parser", "ignore_eos",
-)
+VLLM_BEHAVIOUR_OPTIONS = ("ignore_eos",)
 
 
 def _without_vllm_options(engine_type: str, kwargs: dict) -> dict:

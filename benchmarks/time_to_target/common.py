@@ -62,6 +62,10 @@ class RunResult:
         gaps = [b - a for a, b in zip(walls[1:], walls[2:])]
         return statistics.median(gaps) if gaps else None
 
+    def first_step_seconds(self) -> float | None:
+        """Seconds from the process start to the end of the first step: start-up plus one step."""
+        return self.steps[0].wall if self.steps else None
+
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))
 

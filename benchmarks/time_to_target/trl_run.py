@@ -56,6 +56,9 @@ def main() -> None:
             # emulated (about 15x slower) on CPUs without bf16 instructions, and rounds
             # differently from the other systems where they exist.
             bf16=False,
+            # GRPOConfig turns gradient checkpointing on by default; the other systems keep
+            # their activations, and at this size recomputing them only costs time.
+            gradient_checkpointing=False,
             seed=args.seed,
             max_steps=args.max_steps,
             num_generations=common.GROUP_SIZE,

@@ -143,10 +143,28 @@ def test_jsd_advantage_matches_the_hand_computed_mixture_divergence():
         "jsd", token_level_rewards=torch.zeros(1, 2), response_mask=torch.ones(1, 2),
         old_logprobs=student, teacher_logprobs=teacher, lambda_coef=0.5, kl_coef=1.0,
     )
-    # token 0: m = 0.4; 0.5 * 0.6 * ln(1.5) + 0.5 * 0.2 * ln(0.5); token 1: identical -> 0
-    expected = 0.5 * 0.6 * math.log(1.5) + 0.5 * 0.2 * math.log(0.5)
-    assert advantages[0, 0].item() == pytest.approx(-expected, rel=1e-5)
+    # token 0: m = 0.5 * 0.6 + 0.5 * 0.2 = 0.4, weight (1 - 0.5) * ln(0.2 / 0.4) = 0.5 * ln(0.5);
+    # the advantage is minus it: positive, the teacher likes the token more. Token 1: q = m -> 0.
+    assert advantages[0, 0].item() == pytest.approx(-0.5 * math.log(0.5), rel=1e-5)
     assert advantages[0, 1].item() == pytest.approx(0.0, abs=1e-7)
+
+
+def test_the_jsd_weight_is_the_exact_gradient_of_the_divergence():
+    """grad_logits JSD(p, softmax(logits)) equals E_q[w(y) grad log q(y)], summed over the vocabulary."""
+    from trivium.algorithm.distillation import jsd_gradient_weight
+
+    torch.manual_seed(0)
+    teacher = torch.randn(6).log_softmax(-1)
+    logits = torch.randn(6, requires_grad=True)
+    for lam in (0.3, 0.5, 0.8):
+        student = logits.log_softmax(-1)
+        q, p = student.exp(), teacher.exp()
+        m = lam * p + (1 - lam) * q
+        jsd = (lam * p * (p / m).log() + (1 - lam) * q * (q / m).log()).sum()
+        (exact,) = torch.autograd.grad(jsd, logits)
+        weight = jsd_gradient_weight(student.detach(), teacher, lam)
+        (estimated,) = torch.autograd.grad((q.detach() * weight * logits.log_softmax(-1)).sum(), logits)
+        torch.testing.assert_close(estimated, exact, rtol=1e-5, atol=1e-6)
 
 
 def test_distillation_without_teacher_logprobs_says_what_is_missing():

@@ -1,6 +1,7 @@
 """Every algorithm preset runs end to end on the tiny model and improves a toy objective."""
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -193,7 +194,7 @@ def test_mix_chord_learns_while_mixing_in_expert_rows(assets, tmp_path):
     assert last > first + 0.08, f"mix_chord: reward {first:.3f} -> {last:.3f}"
 
 
-DISTILL_STEPS = 24
+DISTILL_STEPS = 40
 
 
 def _sharpened_teacher(student_dir: str, out_dir) -> str:
@@ -212,24 +213,65 @@ def _sharpened_teacher(student_dir: str, out_dir) -> str:
     return str(out_dir)
 
 
+def _probe_sequences(student_dir: str, data_dir: str, count: int = 16, new_tokens: int = 8) -> list[tuple[list[int], int]]:
+    """Fixed sequences to measure the KL on: training prompts, each with a sampled continuation of the
+    initial student (the distribution its on-policy samples come from). ``[(token ids, prompt length)]``."""
+    import json
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(student_dir)
+    model = AutoModelForCausalLM.from_pretrained(student_dir).eval()
+    rows = [json.loads(line) for line in (Path(data_dir) / "train.jsonl").read_text().splitlines()[:count]]
+    torch.manual_seed(0)
+    sequences = []
+    for row in rows:
+        prompt = tokenizer.apply_chat_template([{"role": "user", "content": row["question"]}], add_generation_prompt=True,
+                                               tokenize=True, return_dict=False)
+        with torch.no_grad():
+            out = model.generate(torch.tensor([prompt]), max_new_tokens=new_tokens, do_sample=True, top_k=0,
+                                 pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)
+        sequences.append((out[0].tolist(), len(prompt)))
+    return sequences
+
+
+def _exact_reverse_kl(student_dir: str, teacher_dir: str, sequences: list[tuple[list[int], int]]) -> float:
+    """Mean over the response positions of KL(student || teacher), summed over the whole vocabulary."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    student = AutoModelForCausalLM.from_pretrained(student_dir).eval()
+    teacher = AutoModelForCausalLM.from_pretrained(teacher_dir).eval()
+    total, positions = 0.0, 0
+    with torch.no_grad():
+        for ids, prompt_length in sequences:
+            tokens = torch.tensor([ids])
+            # The distributions that predict each response token: positions prompt_length - 1 .. len - 2.
+            log_s = student(tokens).logits.log_softmax(-1)[0, prompt_length - 1: -1]
+            log_t = teacher(tokens).logits.log_softmax(-1)[0, prompt_length - 1: -1]
+            total += float((log_s.exp() * (log_s - log_t)).sum())
+            positions += log_s.shape[0]
+    return total / positions
+
+
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="on the tiny model the sampled-token KL estimate is noisy and has not fallen reliably within 24 "
-    "steps; the distillation math is covered by tests/algorithm",
-    strict=False,
-)
 @pytest.mark.parametrize("algorithm", ["on_policy_distill", "jsd"])
 def test_distillation_brings_the_student_closer_to_the_teacher(assets, tmp_path, algorithm):
     teacher = _sharpened_teacher(assets["model"], tmp_path / "teacher")
     config = base_config(assets, tmp_path / "runs", **{"algorithm.algorithm_type": algorithm})
     config["algorithm"]["optimizer"]["lr"] = 5e-3
-    config["algorithm"]["repeat_times"] = 2
+    config["algorithm"]["repeat_times"] = 4
     config["buffer"]["total_steps"] = DISTILL_STEPS
-    config["buffer"]["batch_size"] = 8
+    config["buffer"]["batch_size"] = 16
     config["explorer"]["auxiliary_models"] = [{"model_path": teacher, "max_model_len": 40}]
     assert main(["run", "--config", write_config(tmp_path, config)]) == 0
-    records = read_metrics(tmp_path / "runs" / "e2e" / "run")
-    kl = [r["distill/student_teacher_kl"] for r in records if "distill/student_teacher_kl" in r]
-    assert len(kl) == DISTILL_STEPS
-    first, last = sum(kl[:6]) / 6, sum(kl[-6:]) / 6
-    assert last < 0.9 * first, f"{algorithm}: student-teacher KL {first:.3f} -> {last:.3f}"
+    run_dir = tmp_path / "runs" / "e2e" / "run"
+    kl = [r["distill/student_teacher_kl"] for r in read_metrics(run_dir) if "distill/student_teacher_kl" in r]
+    assert len(kl) == DISTILL_STEPS  # the run's own estimate, one sampled token at a time, is logged each step
+    # The sampled estimate is too noisy on 16 short answers a step to judge by; the exact KL over the
+    # vocabulary, on the same fixed sequences before and after, is not.
+    sequences = _probe_sequences(assets["model"], assets["data"])
+    before = _exact_reverse_kl(assets["model"], teacher, sequences)
+    after = _exact_reverse_kl(str(run_dir / f"global_step_{DISTILL_STEPS}" / "actor"), teacher, sequences)
+    assert after < 0.8 * before, f"{algorithm}: KL(student || teacher) {before:.4f} -> {after:.4f}"

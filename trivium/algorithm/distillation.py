@@ -52,12 +52,15 @@ def on_policy_distill_advantages(
     return advantages, advantages.clone()
 
 
-def token_jsd(student_logprobs: torch.Tensor, teacher_logprobs: torch.Tensor, lambda_coef: float) -> torch.Tensor:
-    """Per-token generalised Jensen-Shannon term on the sampled tokens' probabilities.
+def jsd_gradient_weight(student_logprobs: torch.Tensor, teacher_logprobs: torch.Tensor, lambda_coef: float) -> torch.Tensor:
+    """Per sampled token, the weight of its score in the gradient of the generalised Jensen-Shannon divergence.
 
-    With p = teacher, q = student and the mixture m = lambda * p + (1 - lambda) * q (all
-    evaluated at the sampled token), the term is lambda * p * log(p / m) + (1 - lambda) *
-    q * log(q / m). lambda = 0 or 1 makes the mixture equal one side: the term is 0.
+    With p = teacher, q = student and m = lambda * p + (1 - lambda) * q, the divergence is
+    JSD = sum_y [lambda p log(p/m) + (1 - lambda) q log(q/m)]. Its derivative in q_y is
+    (1 - lambda) log(q_y/m_y) (the other terms cancel), so
+    grad JSD = E_{y~q} [(1 - lambda) log(q_y/m_y) grad log q_y]: a policy gradient whose
+    advantage is minus this weight descends the JSD on the student's own samples, exactly in
+    expectation. lambda = 0 or 1 makes m equal one side and the divergence 0.
     Shapes: (B, R) in, (B, R) out.
     """
     if lambda_coef <= 0.0 or lambda_coef >= 1.0:
@@ -66,10 +69,8 @@ def token_jsd(student_logprobs: torch.Tensor, teacher_logprobs: torch.Tensor, la
     teacher = teacher_logprobs.float()
     # log m = logsumexp(log lambda + log p, log(1 - lambda) + log q)
     log_mixture = torch.logaddexp(teacher + math.log(lambda_coef), student + math.log(1.0 - lambda_coef))
-    # J = lambda * p * (log p - log m) + (1 - lambda) * q * (log q - log m)
-    teacher_side = torch.exp(teacher) * (teacher - log_mixture)
-    student_side = torch.exp(student) * (student - log_mixture)
-    return lambda_coef * teacher_side + (1.0 - lambda_coef) * student_side
+    # w_t = (1 - lambda) * (log q - log m)
+    return (1.0 - lambda_coef) * (student - log_mixture)
 
 
 @register_advantage_fn("jsd", in_trainer=True, needs_teacher=True)
@@ -84,16 +85,16 @@ def jsd_advantages(
     lambda_coef: float = 0.5,
     **_ignored,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Negative per-token Jensen-Shannon term between teacher and student, scaled by kl_coef.
+    """Minus the JSD gradient weight of each sampled token, scaled by kl_coef.
 
-    A symmetric, bounded alternative to on_policy_distill: tokens where the two models
-    disagree most get the most negative advantage. ``lambda_coef`` weighs the teacher's
-    side of the mixture (0.5 is the symmetric divergence).
-    Returns (advantages, returns), both (B, R) and equal.
+    A symmetric, bounded alternative to on_policy_distill: a token the student finds likelier
+    than the mixture of the two models gets a negative advantage, one it finds less likely a
+    positive one. ``lambda_coef`` weighs the teacher's side of the mixture (0.5 is the
+    symmetric divergence). Returns (advantages, returns), both (B, R) and equal.
     """
     _require_teacher("jsd", old_logprobs, teacher_logprobs)
     if not 0.0 <= lambda_coef <= 1.0:
         raise ValueError(f"jsd advantage: lambda_coef must be in [0, 1], got {lambda_coef}")
-    # A_t = -kl_coef * J_t
-    advantages = -kl_coef * token_jsd(old_logprobs, teacher_logprobs, lambda_coef) * response_mask.float()
+    # A_t = -kl_coef * (1 - lambda) * (log q(y_t) - log m(y_t))
+    advantages = -kl_coef * jsd_gradient_weight(old_logprobs, teacher_logprobs, lambda_coef) * response_mask.float()
     return advantages, advantages.clone()

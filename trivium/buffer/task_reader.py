@@ -63,7 +63,9 @@ class TaskReader:
         self._position_of_row = {row: i for i, row in enumerate(self.row_numbers)}
         # Evaluation walks the taskset once, in file order.
         selector_config = None if self.is_eval else option(config, "task_selector")
-        self.selector: TaskSelector = build_selector(selector_config, len(self.row_numbers), default_seed)
+        self.selector: TaskSelector = build_selector(
+            selector_config, len(self.row_numbers), default_seed, row_of=lambda i: self.rows[self.row_numbers[i]]
+        )
         self.position = 0  # draws handed out so far, over all epochs
         self.steps = 0
         self._task_defaults = self._defaults()

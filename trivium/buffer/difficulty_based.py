@@ -38,6 +38,7 @@ CAPABILITY_MEMORY = 0.9
 class DifficultyBasedSelector(TaskSelector):
     # build_selector hands this selector the rows' feature_keys columns.
     uses_feature_keys = True
+    learns_from_pass_rate = True
 
     def __init__(
         self,

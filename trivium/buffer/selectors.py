@@ -28,6 +28,8 @@ DEFAULT_SEED = 42
 class TaskSelector:
     # True: the selector is built with ``features``, the rows' ``feature_keys`` columns.
     uses_feature_keys: bool = False
+    # True: the selector learns from each group's pass rate (``update``); a run connects it.
+    learns_from_pass_rate: bool = False
 
     def __init__(self, num_tasks: int, seed: int | None = None):
         if num_tasks <= 0:
@@ -93,6 +95,8 @@ class DifficultySelector(TaskSelector):
     Rows never rolled out count as exactly on target, so they are tried early. Within one
     call rows are drawn without replacement (while there are enough of them).
     """
+
+    learns_from_pass_rate = True
 
     def __init__(self, num_tasks: int, seed: int | None = None, *, target: float = 0.5,
                  temperature: float = 0.1):

@@ -64,14 +64,19 @@ def test_bad_arguments_are_user_errors():
 def bots_taskset(tmp_path, rows, **selector_fields):
     path = write_taskset(tmp_path / "bots", rows)
     return storage(
-        "bots", storage_type="file", path=str(path), format={"prompt_key": "question", "response_key": "answer"},
+        "bots",
+        storage_type="file",
+        path=str(path),
+        format={"prompt_key": "question", "response_key": "answer"},
         task_selector={"selector_type": "difficulty_based", **selector_fields},
     )
 
 
 def test_reader_reads_the_feature_columns_and_keeps_the_belief_across_a_resume(tmp_path):
     rows = [{"question": f"q{i}", "answer": "1", "weak": w, "strong": s} for i, (w, s) in enumerate(FEATURES)]
-    config = bots_taskset(tmp_path, rows, feature_keys=["weak", "strong"], args={"m": 10, "lamb": 0.5, "rho": 0.5})
+    config = bots_taskset(
+        tmp_path, rows, feature_keys=["weak", "strong"], args={"m": 10, "lamb": 0.5, "rho": 0.5}
+    )
     reader = TaskReader(config, total_steps=100)
     (first,) = reader.read(1)
     assert first.index == 0
@@ -84,13 +89,19 @@ def test_reader_reads_the_feature_columns_and_keeps_the_belief_across_a_resume(t
 
 
 def test_missing_feature_values_and_stray_feature_keys_are_named(tmp_path):
-    rows = [{"question": "q0", "answer": "1", "weak": 0.1, "strong": 0.5}, {"question": "q1", "answer": "1", "weak": 0.2}]
+    rows = [
+        {"question": "q0", "answer": "1", "weak": 0.1, "strong": 0.5},
+        {"question": "q1", "answer": "1", "weak": 0.2},
+    ]
     with pytest.raises(UserError, match="strong"):
         TaskReader(bots_taskset(tmp_path, rows, feature_keys=["weak", "strong"]), total_steps=10)
     with pytest.raises(UserError, match="needs the columns"):
         TaskReader(bots_taskset(tmp_path, rows), total_steps=10)
     config = storage(
-        "plain", storage_type="file", path=str(tmp_path / "bots"), format={"prompt_key": "question"},
+        "plain",
+        storage_type="file",
+        path=str(tmp_path / "bots"),
+        format={"prompt_key": "question"},
         task_selector={"selector_type": "sequential", "feature_keys": ["weak"]},
     )
     with pytest.raises(UserError, match="reads no feature columns"):

@@ -19,7 +19,7 @@ from trivium.cli.main import main
 from .conftest import base_config, read_metrics, write_config
 
 LENGTH_JUDGE = textwrap.dedent(
-    '''
+    """
     import re
 
     import torch
@@ -56,7 +56,7 @@ LENGTH_JUDGE = textwrap.dedent(
 
     def create(model_path=None, **kwargs):
         return LengthJudge(model_path)
-    '''
+    """
 )
 STEPS = 12
 
@@ -66,13 +66,20 @@ def test_policy_learns_from_a_ruler_judge(assets, tmp_path):
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     (plugins / "length_judge.py").write_text(LENGTH_JUDGE)
-    config = base_config(assets, tmp_path / "runs", **{"buffer.explorer_input.default_workflow_type": "math_ruler"})
+    config = base_config(
+        assets, tmp_path / "runs", **{"buffer.explorer_input.default_workflow_type": "math_ruler"}
+    )
     config["algorithm"]["optimizer"]["lr"] = 5e-3
     config["buffer"]["total_steps"] = STEPS
     config["buffer"]["batch_size"] = 8
     config["explorer"]["auxiliary_models"] = [
-        {"model_path": assets["model"], "engine_type": "length_judge:create", "max_model_len": 1024,
-         "max_prompt_tokens": 960, "max_response_tokens": 64}
+        {
+            "model_path": assets["model"],
+            "engine_type": "length_judge:create",
+            "max_model_len": 1024,
+            "max_prompt_tokens": 960,
+            "max_response_tokens": 64,
+        }
     ]
     assert main(["run", "--config", write_config(tmp_path, config), "--plugin-dir", str(plugins)]) == 0
     records = read_metrics(tmp_path / "runs" / "e2e" / "run")

@@ -31,8 +31,12 @@ def test_rewards_of_each_task_are_appended_to_the_log(scripted_model, tmp_path):
     experiences = workflow(task=bots_task(raw, log_file=str(log)), model=model).run()
     assert [e.reward for e in experiences] == [1.0, 0.0, 1.0, 0.0]
     assert model.calls[0]["messages"] == MESSAGES  # a ready message list is used as is
-    workflow(task=bots_task({"prompt": "What is 1 + 1?", "reward_model": {"ground_truth": "2"}}, log_file=str(log)),
-             model=scripted_model(["\\boxed{2}"])).run()
+    workflow(
+        task=bots_task(
+            {"prompt": "What is 1 + 1?", "reward_model": {"ground_truth": "2"}}, log_file=str(log)
+        ),
+        model=scripted_model(["\\boxed{2}"]),
+    ).run()
     first, second = [json.loads(line) for line in log.read_text().splitlines()]
     assert first == {"model_version": 3, "rewards": [1.0, 0.0, 1.0, 0.0], "question": MESSAGES, "truth": "42"}
     assert second["rewards"] == [1.0] * 4 and second["question"] == "What is 1 + 1?"
@@ -41,7 +45,9 @@ def test_rewards_of_each_task_are_appended_to_the_log(scripted_model, tmp_path):
 def test_the_log_file_comes_from_the_environment_when_not_given(scripted_model, tmp_path, monkeypatch):
     monkeypatch.setenv("BOTS_REF_EVAL_LOG_FILE", str(tmp_path / "env.jsonl"))
     raw = {"prompt": "What is 1 + 1?", "reward_model": {"ground_truth": "2"}}
-    WORKFLOWS.get("bots_ref_eval_collect_math_boxed")(task=bots_task(raw), model=scripted_model(["\\boxed{2}"])).run()
+    WORKFLOWS.get("bots_ref_eval_collect_math_boxed")(
+        task=bots_task(raw), model=scripted_model(["\\boxed{2}"])
+    ).run()
     assert json.loads((tmp_path / "env.jsonl").read_text())["truth"] == "2"
 
 

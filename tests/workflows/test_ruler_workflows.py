@@ -65,7 +65,9 @@ def test_ruler_prompt_numbers_every_candidate():
 def test_math_ruler_rewards_are_the_judges_scores(scripted_model):
     policy, judge = scripted_model([RIGHT, WRONG, RIGHT]), scripted_model(["2 is off. [0.9, 0.1, 1.5]"])
     task = math_task("math_ruler_workflow", 3)
-    experiences = WORKFLOWS.get("math_ruler_workflow")(task=task, model=policy, auxiliary_models=[judge]).run()
+    experiences = WORKFLOWS.get("math_ruler_workflow")(
+        task=task, model=policy, auxiliary_models=[judge]
+    ).run()
     assert [e.reward for e in experiences] == [0.9, 0.1, 1.0]
     # The ground truth scores the responses as a metric only; the judge never sees it.
     assert [e.metrics["gold_reward"] for e in experiences] == [1.0, 0.0, 1.0]

@@ -90,7 +90,9 @@ class DifficultyBasedSelector(TaskSelector):
         self.pending = {}
         weak, strong = self.features[:, 0], self.features[:, 1]
         # c_hat = (mean r_I - mean f0_I) / (mean f1_I - mean f0_I + 1e-6)
-        estimate = (rates.mean() - weak[indices].mean()) / (strong[indices].mean() - weak[indices].mean() + 1e-6)
+        estimate = (rates.mean() - weak[indices].mean()) / (
+            strong[indices].mean() - weak[indices].mean() + 1e-6
+        )
         if self.capability is None:
             self.capability = float(estimate)
         else:
@@ -102,7 +104,9 @@ class DifficultyBasedSelector(TaskSelector):
         successes[indices], failures[indices] = self.m * rates, self.m * (1 - rates)
         keep = 1 - self.lamb
         self.alphas = keep * self.alphas + self.lamb + (1 - self.rho) * successes + self.rho * self.m * prior
-        self.betas = keep * self.betas + self.lamb + (1 - self.rho) * failures + self.rho * self.m * (1 - prior)
+        self.betas = (
+            keep * self.betas + self.lamb + (1 - self.rho) * failures + self.rho * self.m * (1 - prior)
+        )
 
     # ---- selection -------------------------------------------------------------------
     def predicted_pass_rates(self) -> np.ndarray:

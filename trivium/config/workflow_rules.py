@@ -37,7 +37,8 @@ def check_workflows(config: TriviumConfig, problems: list[Problem]) -> None:
 
     reported: set[str] = set()  # one message per name, even when several tasksets use it
     for key, taskset in _tasksets(config):
-        workflow = _check_name(WORKFLOWS, taskset.default_workflow_type, f"{key}.default_workflow_type", problems, reported)
+        workflow_key = f"{key}.default_workflow_type"
+        workflow = _check_name(WORKFLOWS, taskset.default_workflow_type, workflow_key, problems, reported)
         reward = taskset.default_reward_fn_type
         if not reward and workflow is not None:
             # The workflow's own default reward, when the taskset names none.

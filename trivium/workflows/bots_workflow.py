@@ -26,7 +26,12 @@ from typing import Any
 from trivium.core.experience import Experience
 from trivium.errors import UserError
 from trivium.workflows.math_boxed_workflow import MathBoxedWorkflow
-from trivium.workflows.prompting import DEFAULT_ANSWER_COLUMN, DEFAULT_PROMPT_COLUMN, with_system_prompt, system_prompt_for
+from trivium.workflows.prompting import (
+    DEFAULT_ANSWER_COLUMN,
+    DEFAULT_PROMPT_COLUMN,
+    system_prompt_for,
+    with_system_prompt,
+)
 from trivium.workflows.registry import register_builtin
 
 LOG_FILE_VARIABLE = "BOTS_REF_EVAL_LOG_FILE"
@@ -85,14 +90,19 @@ class BotsRefEvalCollectWorkflow(MathBoxedWorkflow):
         return nested_value(self.task.raw, self.task.format.get("response_key") or DEFAULT_ANSWER_COLUMN)
 
     def log_file(self) -> Path:
-        return Path(self.workflow_args.get("log_file") or os.environ.get(LOG_FILE_VARIABLE) or DEFAULT_LOG_FILE)
+        return Path(
+            self.workflow_args.get("log_file") or os.environ.get(LOG_FILE_VARIABLE) or DEFAULT_LOG_FILE
+        )
 
     def score_all(self, experiences: list[Experience], messages: list[dict]) -> list[Experience]:
         experiences = super().score_all(experiences, messages)
-        append_line(self.log_file(), {
-            "model_version": getattr(self.model, "model_version", None),
-            "rewards": [experience.reward for experience in experiences],
-            "question": self.question(),
-            "truth": self.ground_truth(),
-        })
+        append_line(
+            self.log_file(),
+            {
+                "model_version": getattr(self.model, "model_version", None),
+                "rewards": [experience.reward for experience in experiences],
+                "question": self.question(),
+                "truth": self.ground_truth(),
+            },
+        )
         return experiences

@@ -60,3 +60,26 @@ def test_preset_is_group_based_and_asks_for_episodes():
     preset = PRESETS["multi_step_grpo"]
     fn = ADVANTAGE_FNS.get(preset.advantage_fn)
     assert preset.group_based and requires_groups(fn) and requires_episodes(fn)
+
+
+def test_batch_level_std_divides_by_the_spread_of_every_episode():
+    # Episode scores [1, 0 | 1, 1]: batch mean 0.75, sample std sqrt((3 * 0.0625 + 0.5625) / 3) = 0.5.
+    # Group 0: (1 - 0.5) / 0.5 = 1 and -1; group 1: (1 - 1) / 0.5 = 0.
+    advantages, _ = run([1, 0, 1, 1], groups=[0, 0, 1, 1], epsilon=0.0, std_cal_level="batch")
+    assert advantages[:, 0].tolist() == pytest.approx([1.0, -1.0, 0.0, 0.0], abs=1e-6)
+    with pytest.raises(ValueError, match="std_cal_level"):
+        run([1, 0], groups=[0, 0], std_cal_level="task")
+
+
+def test_std_threshold_silences_a_group_with_too_little_spread():
+    # Group 0: std sqrt(0.005) = 0.0707 <= 0.1 -> 0; group 1: mean 0.5, std 0.7071 -> +-0.5 / 0.7071.
+    advantages, _ = run([1, 0.9, 0, 1], groups=[0, 0, 1, 1], epsilon=0.0, std_threshold=0.1)
+    a = 0.5 / math.sqrt(0.5)
+    assert advantages[:, 0].tolist() == pytest.approx([0.0, 0.0, -a, a], abs=1e-6)
+
+
+def test_step_norm_shares_an_episodes_advantage_among_its_steps():
+    # Episode scores [1, 0] -> +-0.7071; episode 0 has three rows (0.7071 / 3 each), episode 1 one.
+    advantages, _ = run([1, 1, 1, 0], groups=[0] * 4, episodes=[0, 0, 0, 1], epsilon=0.0, enable_step_norm=True)
+    a = 0.5 / math.sqrt(0.5)
+    assert advantages[:, 0].tolist() == pytest.approx([a / 3] * 3 + [-a], abs=1e-6)

@@ -100,3 +100,18 @@ def test_task_pipeline_filters_rows_before_reading(tmp_path):
     reader = TaskReader(taskset(tmp_path, count=12), task_pipeline=rows_pipeline)
     # questions q0..q11: length <= 2 keeps q0..q9; answers in {1, 2, 3} keep rows 1..3.
     assert [t.index for t in reader.read(10)] == [1, 2, 3]
+
+
+def test_a_run_connects_an_adaptive_selector_to_the_pass_rates(tmp_path):
+    from trivium.runtime.builders import connect_selector_feedback
+
+    plain = TaskReader(taskset(tmp_path, count=2, name="plain"), total_steps=10)
+    assert connect_selector_feedback(None, plain) is None  # nothing learns: nothing added
+    reader = TaskReader(taskset(tmp_path, count=2, task_selector={"selector_type": "difficulty"}), total_steps=10)
+    steps = connect_selector_feedback(None, reader)  # no pipeline configured: one with a pass_rate_calculator
+    (task, _) = reader.read(2)
+    batch = [experience(i, reward=r, group_id=task.task_id) for i, r in enumerate([1.0, 0.0, 0.0, 0.0])]
+    for item in batch:
+        item.task_id = task.task_id
+    steps.process(batch)
+    assert reader.selector.pass_rates == {task.index: 0.25}

@@ -118,6 +118,9 @@ def test_device_split(patch, split):
         ({"synchronizer": {"sync_method": "nccl"}}, "memory", True),  # no GPU: downgraded with a note
         ({"mode": "colocate", "cluster": {"gpu_per_node": 1}}, "memory", False),
         ({"mode": "explore"}, "checkpoint", False),
+        # One side only: nothing to broadcast to, so weights travel as checkpoints (with a note).
+        ({"mode": "explore", "synchronizer": {"sync_method": "nccl"}}, "checkpoint", True),
+        ({"mode": "bench", "synchronizer": {"sync_method": "memory"}}, "checkpoint", True),
         ({"cluster": {"gpu_per_node": 4}, "synchronizer": {"sync_method": "checkpoint"}}, "checkpoint", False),
     ],
 )

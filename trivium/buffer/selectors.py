@@ -3,13 +3,16 @@
 Owns the ``TASK_SELECTORS`` registry. A selector maps global draw positions (0, 1, 2, ...
 across epochs) to row indices; epoch = position // number of rows. ``sequential`` and
 ``shuffle`` visit every row once per epoch; ``random`` draws with replacement;
-``difficulty`` prefers rows whose observed pass rate is closest to a target. The first
-three are pure functions of (seed, position), so a resumed reader only needs its position.
+``difficulty`` prefers rows whose observed pass rate is closest to a target;
+``difficulty_based`` (``difficulty_based.py``) predicts pass rates from two reference models'
+pass rates and the feedback. The first three are pure functions of (seed, position), so a
+resumed reader only needs its position.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -17,12 +20,17 @@ import numpy as np
 from trivium.errors import UserError
 from trivium.registry import Registry
 
-TASK_SELECTORS: Registry[type] = Registry("task selector")
+TASK_SELECTORS: Registry[type] = Registry("task selector", builtin_modules=("trivium.buffer.difficulty_based",))
 
 DEFAULT_SEED = 42
 
 
 class TaskSelector:
+    # True: the selector is built with ``features``, the rows' ``feature_keys`` columns.
+    uses_feature_keys: bool = False
+    # True: the selector learns from each group's pass rate (``update``); a run connects it.
+    learns_from_pass_rate: bool = False
+
     def __init__(self, num_tasks: int, seed: int | None = None):
         if num_tasks <= 0:
             raise UserError("The taskset has no usable rows; check its path, split and format keys.")
@@ -88,6 +96,8 @@ class DifficultySelector(TaskSelector):
     call rows are drawn without replacement (while there are enough of them).
     """
 
+    learns_from_pass_rate = True
+
     def __init__(self, num_tasks: int, seed: int | None = None, *, target: float = 0.5,
                  temperature: float = 0.1):
         super().__init__(num_tasks, seed)
@@ -130,15 +140,29 @@ class DifficultySelector(TaskSelector):
             self._rng.bit_generator.state = state["rng"]
 
 
-def build_selector(selector_config: Any, num_tasks: int, default_seed: int | None = None) -> TaskSelector:
-    """A selector from a ``task_selector`` config (``selector_type``, ``seed``, ``args``)."""
+def build_selector(
+    selector_config: Any, num_tasks: int, default_seed: int | None = None, row_of: Callable[[int], dict] | None = None
+) -> TaskSelector:
+    """A selector from a ``task_selector`` config (``selector_type``, ``seed``, ``args``, ``feature_keys``).
+
+    ``row_of(i)`` is the i-th usable row; selectors that read ``feature_keys`` need it.
+    """
     name = getattr(selector_config, "selector_type", None) or "sequential"
     seed = getattr(selector_config, "seed", None)
     args = dict(getattr(selector_config, "args", None) or {})
+    feature_keys = list(getattr(selector_config, "feature_keys", None) or [])
     try:
         cls = TASK_SELECTORS.get(name)
     except KeyError as error:
         raise UserError(f"task_selector.selector_type: {error}") from error
+    if getattr(cls, "uses_feature_keys", False):
+        if not feature_keys or row_of is None:
+            raise UserError(f"task_selector.feature_keys: the '{name}' selector needs the columns it reads")
+        from trivium.buffer.difficulty_based import feature_matrix
+
+        args["features"] = feature_matrix(row_of, num_tasks, feature_keys)
+    elif feature_keys:
+        raise UserError(f"task_selector.feature_keys: the '{name}' selector reads no feature columns; remove them")
     try:
         return cls(num_tasks, default_seed if seed is None else seed, **args)
     except TypeError as error:

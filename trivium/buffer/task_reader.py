@@ -63,7 +63,9 @@ class TaskReader:
         self._position_of_row = {row: i for i, row in enumerate(self.row_numbers)}
         # Evaluation walks the taskset once, in file order.
         selector_config = None if self.is_eval else option(config, "task_selector")
-        self.selector: TaskSelector = build_selector(selector_config, len(self.row_numbers), default_seed)
+        self.selector: TaskSelector = build_selector(
+            selector_config, len(self.row_numbers), default_seed, row_of=lambda i: self.rows[self.row_numbers[i]]
+        )
         self.position = 0  # draws handed out so far, over all epochs
         self.steps = 0
         self._task_defaults = self._defaults()
@@ -170,8 +172,12 @@ class TaskReader:
             is_eval=self.is_eval,
         )
 
+    @property
+    def learns_from_pass_rate(self) -> bool:
+        return self.selector.learns_from_pass_rate
+
     def update_pass_rate(self, task_id_or_index: str | int, pass_rate: float) -> None:
-        """Feedback for the ``difficulty`` selector (other selectors ignore it)."""
+        """Feedback for the adaptive selectors (others ignore it)."""
         if isinstance(task_id_or_index, str):
             taskset, _, rest = task_id_or_index.partition(":")
             if taskset != self.name:
@@ -264,6 +270,10 @@ class MultiTasksetReader:
         if not tasks:
             raise BufferExhausted("every taskset is finished")
         return tasks
+
+    @property
+    def learns_from_pass_rate(self) -> bool:
+        return any(reader.learns_from_pass_rate for reader in self.readers)
 
     def update_pass_rate(self, task_id: str, pass_rate: float) -> None:
         for reader in self.readers:

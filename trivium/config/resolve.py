@@ -315,6 +315,15 @@ def _fill_sync(config: TriviumConfig, notes: list[Suggestion]) -> None:
                 ))
             synchronizer.sync_method = "nccl"
         return
+    if separate_processes and synchronizer.sync_method in ("nccl", "memory"):
+        # A run of one side only has no peer to broadcast to: weights travel as checkpoints.
+        notes.append(Suggestion(
+            "synchronizer.sync_method",
+            f"'{synchronizer.sync_method}' needs trainer and explorer in one run; mode '{mode}' runs only one "
+            "of them, so it uses checkpoint instead",
+            "note",
+        ))
+        synchronizer.sync_method = "checkpoint"
     if synchronizer.sync_method is None:
         if separate_processes:
             synchronizer.sync_method = "checkpoint"

@@ -70,7 +70,7 @@ LOSS_AGG_MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"]
 DTYPES = ["float32", "bfloat16", "float16", "auto"]
 STORAGE_TYPES = ["file", "queue", "sql"]
 PROMPT_TYPES = ["plaintext", "messages"]
-SELECTOR_TYPES = ["sequential", "shuffle", "random", "difficulty"]
+SELECTOR_TYPES = ["sequential", "shuffle", "random", "difficulty", "difficulty_based"]
 ENGINE_TYPES = ["hf", "vllm", "external", "tinker"]
 CONCURRENT_MODES = ["sequential", "asynchronous", "multi-threading"]
 SYNC_METHODS = ["nccl", "memory", "checkpoint"]
@@ -294,10 +294,15 @@ class FormatConfig:
 class TaskSelectorConfig:
     selector_type: str = opt("sequential", "Order in which tasks are drawn.", SELECTOR_TYPES)
     seed: Optional[int] = opt(None, "Seed of shuffle/random selection; the global seed when unset.")
-    args: Dict[str, Any] = opt({}, "Arguments of the selector.")
+    args: Dict[str, Any] = opt(
+        {}, "Arguments of the selector. difficulty: target, temperature. difficulty_based: m (pseudo-count "
+        "scale, 16), lamb (discount of the old belief, 0.2), rho (weight of the reference models' prior, 0.2), "
+        "target_reward (0.5), tau (0: the best tasks; > 0: softmax temperature), do_sample (Thompson sampling).",
+    )
     kwargs: Dict[str, Any] = opt({}, "Another name for args (merged into args).")
     feature_keys: List[str] = opt(
-        [], "Columns with precomputed per-task features.", unused="the built-in selectors learn difficulty from rollouts"
+        [], "Columns with precomputed per-task features, read by difficulty_based: the pass rates of a weaker "
+        "and a stronger reference model, in that order. Other selectors refuse them.",
     )
 
 

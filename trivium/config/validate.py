@@ -240,13 +240,7 @@ def _devices(config: TriviumConfig, problems: list[Problem]) -> None:
 
 
 def _sync(config: TriviumConfig, problems: list[Problem]) -> None:
-    synchronizer, mode = config.synchronizer, config.mode
-    if mode in ("train", "explore", "bench") and synchronizer.sync_method in ("nccl", "memory"):
-        problems.append(Problem(
-            "synchronizer.sync_method",
-            f"'{synchronizer.sync_method}' needs trainer and explorer in one run; mode '{mode}' runs only one "
-            "of them, so use sync_method: checkpoint (or leave it unset)",
-        ))
+    synchronizer = config.synchronizer
     if config.explorer.over_rollout.ratio > 0 and synchronizer.sync_style == "fixed":
         problems.append(Problem(
             "explorer.over_rollout.ratio",

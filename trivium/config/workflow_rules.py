@@ -1,8 +1,10 @@
 """Validation of the workflow and reward-function names each taskset uses.
 
-Owns: a workflow name must be registered (or be a dotted plugin path, checked where the run
-starts); an unregistered reward name is a note, since reward functions are often the user's
-own plugins; and a workflow or reward that needs an outside package or reads images says so
+Owns: a workflow name must be registered, or be a dotted path that imports here (the
+explorer builds workflows in this process or in Ray actors with the same environment, so a
+missing module is an error naming it); an unregistered reward name, or a dotted reward path
+that does not import here, is a note, since reward functions are often the user's own
+plugins; and a workflow or reward that needs an outside package or reads images says so
 before the run starts.
 Names are looked up in the registries, so plugins must be imported first (``--plugin-dir``).
 """
@@ -31,35 +33,53 @@ def check_workflows(config: TriviumConfig, problems: list[Problem]) -> None:
     if config.mode not in EXPLORING_MODES:
         return
     from trivium.rewards.registry import REWARD_FNS
-    from trivium.workflows.environments import missing_package_message
     from trivium.workflows.registry import WORKFLOWS
 
     reported: set[str] = set()  # one message per name, even when several tasksets use it
     for key, taskset in _tasksets(config):
-        for field, registry in (("default_workflow_type", WORKFLOWS), ("default_reward_fn_type", REWARD_FNS)):
-            name = getattr(taskset, field)
-            if not name or is_dotted_path(name) or name in reported:
-                continue
-            if field == "default_reward_fn_type" and name not in registry:
-                continue  # often a user's own function: a note (see workflow_notes), not an error
-            found = _lookup(registry, name, f"{key}.{field}", problems)
-            reason = None if found is None else missing_package_message(found) or getattr(found, "unsupported", None)
-            if reason:
-                problems.append(Problem(f"{key}.{field}", reason))
-            if found is None or reason:
-                reported.add(name)
+        workflow_key = f"{key}.default_workflow_type"
+        workflow = _check_name(WORKFLOWS, taskset.default_workflow_type, workflow_key, problems, reported)
+        reward = taskset.default_reward_fn_type
+        if not reward and workflow is not None:
+            # The workflow's own default reward, when the taskset names none.
+            reward = getattr(workflow, "default_reward_fn", None)
+        if reward and not is_dotted_path(reward) and reward in REWARD_FNS:
+            _check_name(REWARD_FNS, reward, f"{key}.default_reward_fn_type", problems, reported)
+        # Unregistered reward names are often a user's own function: a note (see workflow_notes).
+
+
+def _check_name(registry: Any, name: str | None, key: str, problems: list[Problem], reported: set[str]) -> Any:
+    """The registered object for ``name``; a problem when it is unknown or cannot start here."""
+    from trivium.workflows.environments import missing_package_message
+
+    if not name or name in reported:
+        return None
+    found = _lookup(registry, name, key, problems)
+    reason = None if found is None else missing_package_message(found) or getattr(found, "unsupported", None)
+    if reason:
+        problems.append(Problem(key, reason))
+    if found is None or reason:
+        reported.add(name)
+    return found
 
 
 def _lookup(registry: Any, name: str, key: str, problems: list[Problem]) -> Any:
     try:
         return registry.get(name)
     except KeyError as error:  # RegistryError: names the closest match and the known ones
-        problems.append(Problem(key, f"{error} A plugin of your own needs --plugin-dir DIR (the folder of its .py file)."))
+        if is_dotted_path(name):
+            message = (
+                f"{error}. This is user code that is not present here: put the folder that holds it on "
+                "PYTHONPATH, install the package that provides it, or load its file with --plugin-dir DIR."
+            )
+        else:
+            message = f"{error} A plugin of your own needs --plugin-dir DIR (the folder of its .py file)."
+        problems.append(Problem(key, message))
         return None
 
 
 def workflow_notes(config: TriviumConfig) -> list[Suggestion]:
-    """Dotted-path workflows and rewards are imported only where the run starts."""
+    """Unregistered reward names, and dotted reward paths that do not import here."""
     from trivium.rewards.registry import REWARD_FNS
 
     notes = []
@@ -72,15 +92,13 @@ def workflow_notes(config: TriviumConfig) -> list[Suggestion]:
                 f"--plugin-dir, or the first task fails (built-in ones: {', '.join(REWARD_FNS.names())})",
                 "note",
             ))
-        for field in ("default_workflow_type", "default_reward_fn_type"):
-            value = getattr(taskset, field)
-            if value and is_dotted_path(value) and not _importable(value):
-                notes.append(Suggestion(
-                    f"{key}.{field}",
-                    f"'{value}' cannot be imported here; it must be importable where the run executes "
-                    "(e.g. with --plugin-dir)",
-                    "note",
-                ))
+        if reward and is_dotted_path(reward) and not _importable(reward):
+            notes.append(Suggestion(
+                f"{key}.default_reward_fn_type",
+                f"'{reward}' cannot be imported here; it must be importable where the run executes "
+                "(e.g. with --plugin-dir)",
+                "note",
+            ))
     return notes
 
 

@@ -169,6 +169,21 @@ def build_experience_pipeline(explorer: ExplorerSettings) -> Any:
     return ExperiencePipeline.from_configs(pipeline.operators)
 
 
+def connect_selector_feedback(pipeline: Any, taskset_reader: Any) -> Any:
+    """An adaptive task selector learns from each group's pass rate: the experience pipeline's
+    pass_rate_calculator (added with its defaults when the pipeline has none) reports to it."""
+    if taskset_reader is None or not getattr(taskset_reader, "learns_from_pass_rate", False):
+        return pipeline
+    from trivium.buffer.operators import PassRateCalculator
+    from trivium.buffer.pipeline import ExperiencePipeline
+
+    pipeline = pipeline if pipeline is not None else ExperiencePipeline([])
+    if not any(isinstance(operator, PassRateCalculator) for operator in pipeline.operators):
+        pipeline.operators.append(PassRateCalculator())
+    pipeline.connect_pass_rate(taskset_reader.update_pass_rate)
+    return pipeline
+
+
 def build_explorer(
     settings: RunSettings, *, taskset_reader: Any, writer: Any, pool: RunnerPool, version_fn, auxiliary: list[Any]
 ) -> Explorer:
@@ -180,7 +195,7 @@ def build_explorer(
         eval_runner_pool=pool,
         batch_size=explorer.batch_size,
         eval_sets=build_eval_sets(settings),
-        experience_pipeline=build_experience_pipeline(explorer),
+        experience_pipeline=connect_selector_feedback(build_experience_pipeline(explorer), taskset_reader),
         advantage_fn=explorer.group_advantage_fn,
         advantage_fn_args=dict(explorer.advantage_fn_args),
         max_repeat_times_per_runner=explorer.runners.max_repeat_times_per_runner,

@@ -19,7 +19,10 @@ WORKFLOWS: Registry[type] = Registry(
         "trivium.workflows.toolcall_workflow",
         "trivium.workflows.rubric_judge_workflow",
         "trivium.workflows.math_boxed_workflow",
+        "trivium.workflows.ruler_workflow",
+        "trivium.workflows.bots_workflow",
         "trivium.workflows.environments",
+        "trivium.workflows.agentscope",
     ),
 )
 

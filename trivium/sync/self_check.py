@@ -4,6 +4,11 @@ After a sync, the trainer scores a few sequences the engine has just sampled, wi
 weights it sent, and the engine scores them with the weights it loaded. If the weights
 arrived intact, both logprobs agree up to numerical noise (float32 on CPU: ~1e-5). A large
 gap means the engine is not serving what the trainer sent.
+
+The engine's side goes through its sampling path when it can (``replays_samples``): it
+samples the probes' responses again, each token forced, and reports the logprobs its
+sampler gives them, exactly as a rollout records them. Other engines score the probes with
+``compute_logprobs``. ``sync/check_through_sampling`` (1 or 0) says which was compared.
 """
 
 from __future__ import annotations
@@ -32,7 +37,11 @@ def trainer_logprobs(model: torch.nn.Module, probes: list[Experience], pad_token
 
 
 def engine_logprobs(engine, probes: list[Experience]) -> list[torch.Tensor]:
-    return engine.compute_logprobs([e.tokens.tolist() for e in probes], [e.prompt_length for e in probes])
+    """The engine's logprobs of the probes' responses: from its sampler when it replays samples."""
+    sequences, prompt_lengths = [e.tokens.tolist() for e in probes], [e.prompt_length for e in probes]
+    if engine.replays_samples:
+        return engine.replay_logprobs(sequences, prompt_lengths)
+    return engine.compute_logprobs(sequences, prompt_lengths)
 
 
 def max_logprob_gap(reference: list[torch.Tensor], other: list[torch.Tensor]) -> float:
@@ -58,4 +67,8 @@ def check_sync(
             gap,
             threshold,
         )
-    return {"sync/max_logprob_diff": gap, "sync/version": float(version)}
+    return {
+        "sync/max_logprob_diff": gap,
+        "sync/version": float(version),
+        "sync/check_through_sampling": float(bool(engine.replays_samples)),
+    }

@@ -2,8 +2,8 @@
 
 The objective is the end-to-end suite's: short answers. The untrained model rambles to the
 token limit; within ten steps the rollouts of vLLM, synchronized with the trainer after
-every step, get shorter. The first sync's self-check compares vLLM's logprobs with the
-trainer's on the same sequences.
+every step, get shorter. The self-check after syncs 1 and 6 replays two rollouts through
+vLLM's sampling path and compares the logprobs it reports with the trainer's.
 """
 
 import json

@@ -148,7 +148,7 @@ class EngineHost:
         return self.engine.compute_logprobs(sequences, prompt_lengths)
 
     def replays_samples(self) -> bool:
-        return bool(self.engine.replays_samples)
+        return bool(getattr(self.engine, "replays_samples", False))
 
     def replay_logprobs(self, sequences, prompt_lengths):
         return self.engine.replay_logprobs(sequences, prompt_lengths)
@@ -164,11 +164,14 @@ class EngineHost:
 
     def broadcast_ranks(self) -> int:
         """Ranks this engine takes in the weight broadcast group: one per receiving process."""
-        return self.engine.weight_broadcast_ranks() if self.engine.joins_weight_broadcast else 1
+        return self.engine.weight_broadcast_ranks() if self._engine_joins_broadcast() else 1
+
+    def _engine_joins_broadcast(self) -> bool:
+        return bool(getattr(self.engine, "joins_weight_broadcast", False))
 
     def join_broadcast_group(self, address: str, port: int, rank: int, world_size: int, backend: str, timeout: float) -> None:
         """Join as ``rank`` (and the following ranks, for an engine with several workers)."""
-        if self.engine.joins_weight_broadcast:  # its workers receive the tensors themselves
+        if self._engine_joins_broadcast():  # its workers receive the tensors themselves
             self.engine.join_weight_broadcast(
                 address=address, port=port, rank=rank, world_size=world_size, backend=backend, timeout=timeout
             )
@@ -180,7 +183,7 @@ class EngineHost:
         )
 
     def receive_broadcast(self, spec, version: int) -> int:
-        if self.engine.joins_weight_broadcast:
+        if self._engine_joins_broadcast():
             served = self.engine.receive_weight_broadcast(spec, version)
         else:
             for bucket in self.group.receive(spec):

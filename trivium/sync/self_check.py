@@ -36,10 +36,15 @@ def trainer_logprobs(model: torch.nn.Module, probes: list[Experience], pad_token
     return [logprobs[i, : exp.response_length].clone() for i, exp in enumerate(probes)]
 
 
+def replays_samples(engine) -> bool:
+    """The engine's trait; a plugin engine that does not declare it scores with compute_logprobs."""
+    return bool(getattr(engine, "replays_samples", False))
+
+
 def engine_logprobs(engine, probes: list[Experience]) -> list[torch.Tensor]:
     """The engine's logprobs of the probes' responses: from its sampler when it replays samples."""
     sequences, prompt_lengths = [e.tokens.tolist() for e in probes], [e.prompt_length for e in probes]
-    if engine.replays_samples:
+    if replays_samples(engine):
         return engine.replay_logprobs(sequences, prompt_lengths)
     return engine.compute_logprobs(sequences, prompt_lengths)
 
@@ -70,5 +75,5 @@ def check_sync(
     return {
         "sync/max_logprob_diff": gap,
         "sync/version": float(version),
-        "sync/check_through_sampling": float(bool(engine.replays_samples)),
+        "sync/check_through_sampling": float(replays_samples(engine)),
     }

@@ -54,6 +54,28 @@ def test_logprobs_match_the_model_forward(engine):
         assert torch.allclose(scored, reference, atol=1e-5)
 
 
+def test_a_replay_reports_the_logprobs_sampling_reported(engine):
+    # The self-check's path: the sampled responses forced back through the decoding loop.
+    params = SamplingParams(n=2, temperature=0.8, top_k=40, max_tokens=10, seed=5)
+    samples = [s for group in engine.generate(PROMPTS, params) for s in group]
+    sequences = [s.prompt_ids + s.token_ids for s in samples]
+    replayed = engine.replay_logprobs(sequences, [len(s.prompt_ids) for s in samples])
+    for sample, logprobs in zip(samples, replayed):
+        assert logprobs.shape == (len(sample.token_ids),)
+        assert torch.allclose(logprobs, torch.tensor(sample.logprobs), atol=1e-5)
+
+
+def test_a_replay_runs_past_a_forced_end_of_sequence_id(engine):
+    eos = engine.default_stop_ids[0]
+    sequences = [PROMPTS[0] + [40, eos, 41, 42], PROMPTS[1] + [7], PROMPTS[2]]
+    prompt_lengths = [len(PROMPTS[0]), len(PROMPTS[1]), len(PROMPTS[2])]
+    replayed = engine.replay_logprobs(sequences, prompt_lengths)
+    scored = engine.compute_logprobs(sequences, prompt_lengths)
+    assert [r.shape[0] for r in replayed] == [4, 1, 0]
+    for got, expected in zip(replayed, scored):
+        assert torch.allclose(got, expected, atol=1e-4)
+
+
 def test_logprobs_ignore_temperature(engine):
     hot = engine.generate(PROMPTS[:1], SamplingParams(temperature=2.5, max_tokens=8, seed=1))[0][0]
     scored = engine.compute_logprobs([PROMPTS[0] + hot.token_ids], [len(PROMPTS[0])])[0]

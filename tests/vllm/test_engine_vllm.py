@@ -9,7 +9,7 @@ import torch
 from trivium.core.experience import Experience
 from trivium.errors import UserError
 from trivium.models.engine import SamplingParams, create_engine
-from trivium.models.engine.vllm import VLLMEngine, weight_buckets
+from trivium.models.engine.vllm import FORCED_TOKENS_KEY, FORCED_TOKENS_PROCESSOR, VLLMEngine, weight_buckets
 from trivium.sync.self_check import trainer_logprobs
 from trivium.trainer.trainer import load_causal_lm
 
@@ -17,6 +17,7 @@ pytest.importorskip(
     "vllm",
     reason="vLLM is not installed in this interpreter; `make test-vllm` runs these tests in .venv-vllm",
 )
+from trivium.models.engine import vllm_forced_tokens  # imports vLLM
 
 PROMPTS = [[11, 25, 37, 42, 56, 61, 70], [90, 12, 33], [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]]
 MAX_MODEL_LEN = 48
@@ -54,6 +55,8 @@ def test_engine_options_reach_vllm(engine):
     assert config.scheduler_config.max_num_seqs == 64
     assert config.model_config.logprobs_mode == "raw_logprobs"
     assert config.model_config.enforce_eager is True
+    assert config.model_config.logits_processors == [FORCED_TOKENS_PROCESSOR]
+    assert vllm_forced_tokens.FORCED_TOKENS_KEY == FORCED_TOKENS_KEY  # one key on both sides
 
 
 def test_generate_returns_the_sampled_ids_their_logprobs_and_text(engine):
@@ -87,6 +90,26 @@ def test_sampled_logprobs_are_the_trainers_raw_logprobs(engine, trainer_model):
     for out, expected in zip(outputs, reference):
         gap = (torch.tensor(out.logprobs) - expected).abs().max().item()
         assert gap <= 1e-3, gap
+
+
+def test_a_replay_samples_the_given_tokens_and_reports_what_sampling_reported(engine, trainer_model):
+    # The self-check's path: vLLM's own samples forced back through generate.
+    params = SamplingParams(n=2, temperature=0.8, top_k=40, max_tokens=10, seed=5)
+    samples = [s for group in engine.generate(PROMPTS, params) for s in group]
+    sequences = [s.prompt_ids + s.token_ids for s in samples]
+    replayed = engine.replay_logprobs(sequences, [len(s.prompt_ids) for s in samples])
+    for sample, logprobs in zip(samples, replayed):
+        assert logprobs.shape == (len(sample.token_ids),)
+        assert (logprobs - torch.tensor(sample.logprobs)).abs().max().item() <= 1e-5
+    # A forced end-of-sequence id does not end the replay; an empty response gives no logprobs.
+    eos = engine.default_stop_ids[0]
+    sequences = [PROMPTS[0] + [40, eos, 41, 42], PROMPTS[1] + [7], PROMPTS[2]]
+    prompt_lengths = [len(p) for p in PROMPTS]
+    replayed = engine.replay_logprobs(sequences, prompt_lengths)
+    assert [r.shape[0] for r in replayed] == [4, 1, 0]
+    reference = trainer_scores(trainer_model, sequences[:2], prompt_lengths[:2])
+    for got, expected in zip(replayed, reference):
+        assert (got - expected).abs().max().item() <= 1e-3
 
 
 def test_greedy_matches_the_hf_engine_token_for_token(engine, tiny_model_dir):
@@ -140,12 +163,18 @@ def test_weight_update_changes_outputs_and_the_worker_confirms_the_version(engin
         after = engine.generate(PROMPTS, greedy)
         assert all(out[0].model_version == 5 for out in after)
         assert [o[0].token_ids for o in after] != [o[0].token_ids for o in before]
-        # The engine now serves exactly the new weights: the trainer's scores with them agree.
+        # The engine now serves exactly the new weights: the trainer's scores with them agree,
+        # and so does the self-check's replay of the old outputs.
         trainer_model.load_state_dict(changed)
         sequences = [o[0].prompt_ids + o[0].token_ids for o in after]
         reference = trainer_scores(trainer_model, sequences, [len(p) for p in PROMPTS])
         for (out,), expected in zip(after, reference):
             assert (torch.tensor(out.logprobs) - expected).abs().max().item() <= 1e-3
+        old_sequences = [o[0].prompt_ids + o[0].token_ids for o in before]
+        old_reference = trainer_scores(trainer_model, old_sequences, [len(p) for p in PROMPTS])
+        replayed = engine.replay_logprobs(old_sequences, [len(p) for p in PROMPTS])
+        for got, expected in zip(replayed, old_reference):
+            assert (got - expected).abs().max().item() <= 1e-3
     finally:
         trainer_model.load_state_dict(original)
         assert engine.update_weights(original, 0) == 0

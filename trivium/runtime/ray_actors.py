@@ -147,6 +147,12 @@ class EngineHost:
     def compute_logprobs(self, sequences, prompt_lengths):
         return self.engine.compute_logprobs(sequences, prompt_lengths)
 
+    def replays_samples(self) -> bool:
+        return bool(getattr(self.engine, "replays_samples", False))
+
+    def replay_logprobs(self, sequences, prompt_lengths):
+        return self.engine.replay_logprobs(sequences, prompt_lengths)
+
     def update_weights(self, state_dict, version: int) -> int:
         return self.engine.update_weights(state_dict, version)
 
@@ -156,7 +162,20 @@ class EngineHost:
     def vocab_size(self) -> int | None:
         return getattr(self.engine, "vocab_size", None)
 
+    def broadcast_ranks(self) -> int:
+        """Ranks this engine takes in the weight broadcast group: one per receiving process."""
+        return self.engine.weight_broadcast_ranks() if self._engine_joins_broadcast() else 1
+
+    def _engine_joins_broadcast(self) -> bool:
+        return bool(getattr(self.engine, "joins_weight_broadcast", False))
+
     def join_broadcast_group(self, address: str, port: int, rank: int, world_size: int, backend: str, timeout: float) -> None:
+        """Join as ``rank`` (and the following ranks, for an engine with several workers)."""
+        if self._engine_joins_broadcast():  # its workers receive the tensors themselves
+            self.engine.join_weight_broadcast(
+                address=address, port=port, rank=rank, world_size=world_size, backend=backend, timeout=timeout
+            )
+            return
         from trivium.sync.collective import WeightBroadcastGroup
 
         self.group = WeightBroadcastGroup(
@@ -164,10 +183,14 @@ class EngineHost:
         )
 
     def receive_broadcast(self, spec, version: int) -> int:
-        for bucket in self.group.receive(spec):
-            self.engine.update_weights(bucket, version)
+        if self._engine_joins_broadcast():
+            served = self.engine.receive_weight_broadcast(spec, version)
+        else:
+            for bucket in self.group.receive(spec):
+                self.engine.update_weights(bucket, version)
+            served = self.engine.version()
         self.log.info("%s loaded weight version %d by broadcast", self.name, version)
-        return self.engine.version()
+        return served
 
     def close(self) -> None:
         self.engine.close()
@@ -183,6 +206,7 @@ class RemoteEngine(InferenceEngine):
         self.name = name
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path) if tokenizer_path else None
         self.vocab_size = self._call("vocab_size")
+        self.replays_samples = self._call("replays_samples")
 
     def _call(self, method: str, *args: Any) -> Any:
         return call_actor(self.handle, self.name, method, *args)
@@ -192,6 +216,9 @@ class RemoteEngine(InferenceEngine):
 
     def compute_logprobs(self, sequences, prompt_lengths):
         return self._call("compute_logprobs", sequences, prompt_lengths)
+
+    def replay_logprobs(self, sequences, prompt_lengths):
+        return self._call("replay_logprobs", sequences, prompt_lengths)
 
     def update_weights(self, state_dict, version: int) -> int:
         return self._call("update_weights", state_dict, version)

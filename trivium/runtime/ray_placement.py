@@ -26,6 +26,7 @@ from trivium.runtime.ray_actors import (
     QueueHost,
     TrainerActor,
     actor_errors,
+    call_actor,
     queue_actor_name,
 )
 from trivium.runtime.settings import RunSettings
@@ -211,12 +212,19 @@ class RayPlacement:
         timeout = self.settings.sync.timeout
         backend = "nccl" if self.on_gpus else "gloo"
         address, port = trainer.node_address(), trainer.free_port()
-        world = 1 + len(self.engine_handles)
+        # An engine whose workers receive the weights themselves (vllm) takes one rank per worker.
+        ranks = [
+            call_actor(handle, f"rollout_engine_{index}", "broadcast_ranks")
+            for index, handle in enumerate(self.engine_handles)
+        ]
+        world = 1 + sum(ranks)
         refs = {"trainer": self.trainer_handle.join_broadcast_group.remote(address, port, world, backend, timeout)}
-        for index, handle in enumerate(self.engine_handles):
+        first_rank = 1
+        for index, (handle, count) in enumerate(zip(self.engine_handles, ranks)):
             refs[f"rollout_engine_{index}"] = handle.join_broadcast_group.remote(
-                address, port, index + 1, world, backend, timeout
+                address, port, first_rank, world, backend, timeout
             )
+            first_rank += count
         self._wait_all(refs, timeout, what=f"joining the weight broadcast group ({backend})")
         logger.info("weight broadcast group ready: %d processes over %s at %s:%d", world, backend, address, port)
 

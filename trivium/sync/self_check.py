@@ -4,6 +4,11 @@ After a sync, the trainer scores a few sequences the engine has just sampled, wi
 weights it sent, and the engine scores them with the weights it loaded. If the weights
 arrived intact, both logprobs agree up to numerical noise (float32 on CPU: ~1e-5). A large
 gap means the engine is not serving what the trainer sent.
+
+The engine's side goes through its sampling path when it can (``replays_samples``): it
+samples the probes' responses again, each token forced, and reports the logprobs its
+sampler gives them, exactly as a rollout records them. Other engines score the probes with
+``compute_logprobs``. ``sync/check_through_sampling`` (1 or 0) says which was compared.
 """
 
 from __future__ import annotations
@@ -31,8 +36,17 @@ def trainer_logprobs(model: torch.nn.Module, probes: list[Experience], pad_token
     return [logprobs[i, : exp.response_length].clone() for i, exp in enumerate(probes)]
 
 
+def replays_samples(engine) -> bool:
+    """The engine's trait; a plugin engine that does not declare it scores with compute_logprobs."""
+    return bool(getattr(engine, "replays_samples", False))
+
+
 def engine_logprobs(engine, probes: list[Experience]) -> list[torch.Tensor]:
-    return engine.compute_logprobs([e.tokens.tolist() for e in probes], [e.prompt_length for e in probes])
+    """The engine's logprobs of the probes' responses: from its sampler when it replays samples."""
+    sequences, prompt_lengths = [e.tokens.tolist() for e in probes], [e.prompt_length for e in probes]
+    if replays_samples(engine):
+        return engine.replay_logprobs(sequences, prompt_lengths)
+    return engine.compute_logprobs(sequences, prompt_lengths)
 
 
 def max_logprob_gap(reference: list[torch.Tensor], other: list[torch.Tensor]) -> float:
@@ -58,4 +72,8 @@ def check_sync(
             gap,
             threshold,
         )
-    return {"sync/max_logprob_diff": gap, "sync/version": float(version)}
+    return {
+        "sync/max_logprob_diff": gap,
+        "sync/version": float(version),
+        "sync/check_through_sampling": float(replays_samples(engine)),
+    }

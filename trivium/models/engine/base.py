@@ -83,6 +83,12 @@ class InferenceEngine(ABC):
     """
 
     tokenizer = None
+    # Trait: ``replay_logprobs`` runs the engine's sampling path (the weight-sync self-check uses it).
+    replays_samples = False
+    # Trait: the engine's own workers join the trainer's weight broadcast group
+    # (``weight_broadcast_ranks`` / ``join_weight_broadcast`` / ``receive_weight_broadcast``);
+    # otherwise the process hosting the engine receives the buckets and calls ``update_weights``.
+    joins_weight_broadcast = False
 
     @abstractmethod
     def generate(
@@ -93,6 +99,12 @@ class InferenceEngine(ABC):
     @abstractmethod
     def compute_logprobs(self, sequences: list[list[int]], prompt_lengths: list[int]) -> list[torch.Tensor]:
         """For each sequence, the (len - prompt_length,) logprobs of its response tokens."""
+
+    def replay_logprobs(self, sequences: list[list[int]], prompt_lengths: list[int]) -> list[torch.Tensor]:
+        """Engines with ``replays_samples``: for each sequence, the (len - prompt_length,)
+        logprobs ``generate`` reports when it samples exactly that response, each token forced
+        in turn: what a rollout records, through the same decoding path."""
+        raise NotImplementedError(f"{type(self).__name__} cannot replay samples; use compute_logprobs")
 
     @abstractmethod
     def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> int:

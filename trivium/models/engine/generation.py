@@ -70,8 +70,13 @@ def sample_rows(
     vocab_size: int,
     pad_token_id: int,
     generator: torch.Generator | None,
+    forced_tokens: Sequence[Sequence[int]] | None = None,
 ) -> list[SampledRow]:
-    """Sample one continuation per row; ``params[i].max_tokens`` must already fit the model."""
+    """Sample one continuation per row; ``params[i].max_tokens`` must already fit the model.
+
+    ``forced_tokens[i]`` (a replay) makes row ``i`` pick those tokens in turn instead of
+    drawing; its logprobs are then the ones sampling would report for them.
+    """
     rows = len(prompts)
     input_ids, mask = left_pad(prompts, pad_token_id)
     positions = (mask.long().cumsum(dim=1) - 1).clamp(min=0)
@@ -96,9 +101,16 @@ def sample_rows(
     check_stops = sampler.stop_ids.shape[1] > 0
     length_limits = {p.max_tokens for p in params}
 
+    forced = None
+    if forced_tokens is not None:
+        forced = torch.zeros(rows, max_new, dtype=torch.long)
+        for row, tokens in enumerate(forced_tokens):
+            forced[row, : len(tokens)] = torch.as_tensor(list(tokens)[:max_new], dtype=torch.long)
+
     logits = prefill_rows(decoder, input_ids, mask, positions, prompts, input_ids.shape[1] + max_new)
     for step in range(max_new):
-        tokens, logprobs = sampler.sample(logits, step, seen, generator)
+        step_forced = None if forced is None else forced[row_ids, step]
+        tokens, logprobs = sampler.sample(logits, step, seen, generator, step_forced)
         if compacted:
             out_tokens[row_ids, step] = tokens
             out_logprobs[row_ids, step] = logprobs

@@ -48,6 +48,8 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype | str:
 class HFEngine(InferenceEngine):
     """Sample from a transformers model. Thread-safe: calls are serialised by a lock."""
 
+    replays_samples = True
+
     def __init__(
         self,
         model,
@@ -182,6 +184,40 @@ class HFEngine(InferenceEngine):
             pad_token_id=self.pad_token_id,
             generator=generator,
         )
+
+    def replay_logprobs(self, sequences: list[list[int]], prompt_lengths: list[int]) -> list[torch.Tensor]:
+        """The logprobs the decoding loop reports when it samples exactly each response: the
+        decoder's prefill and cached decode steps and the sampler's raw logprobs, each
+        response token forced in turn. (len - prompt_length,) float32 per sequence."""
+        if len(sequences) != len(prompt_lengths):
+            raise ValueError(f"{len(sequences)} sequences but {len(prompt_lengths)} prompt lengths")
+        for index, (seq, p) in enumerate(zip(sequences, prompt_lengths)):
+            if not 1 <= p <= len(seq):
+                raise ValueError(f"sequence {index}: prompt_length {p} outside [1, {len(seq)}]")
+        self._check_token_range(sequences)
+        scored = [torch.zeros(0, dtype=torch.float32) for _ in sequences]
+        replayed = [i for i, (seq, p) in enumerate(zip(sequences, prompt_lengths)) if len(seq) > p]
+        if not replayed:
+            return scored
+        prompts = [list(sequences[i][: prompt_lengths[i]]) for i in replayed]
+        responses = [list(sequences[i][prompt_lengths[i] :]) for i in replayed]
+        params = [SamplingParams(max_tokens=len(r), min_tokens=len(r)) for r in responses]
+        if self.compute_threads:
+            torch.set_num_threads(self.compute_threads)
+        with self._lock, torch.inference_mode():
+            rows = sample_rows(
+                self.decoder,
+                prompts,
+                params,
+                [() for _ in replayed],  # no stop ids: each row runs to the end of its response
+                vocab_size=self.vocab_size,
+                pad_token_id=self.pad_token_id,
+                generator=None,
+                forced_tokens=responses,
+            )
+        for index, row in zip(replayed, rows):
+            scored[index] = torch.tensor(row.logprobs, dtype=torch.float32)
+        return scored
 
     # ---- scoring -------------------------------------------------------------------------
 

@@ -120,14 +120,18 @@ class BatchSampler:
         step: int,
         seen: torch.Tensor | None,
         generator: torch.Generator | None,
+        forced: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Sample the ``step``-th response token (0-based) of every row.
 
         logits: (B, V) raw; seen: (B, V) bool tokens already present (needed for repetition
-        penalty). Returns tokens (B,) int64 and their raw-logit logprobs (B,) float32.
+        penalty); forced: (B,) int64 tokens to pick instead of drawing (a replay). Returns
+        tokens (B,) int64 and their raw-logit logprobs (B,) float32.
         """
         logits = logits.float()
         raw_logprobs = logits.log_softmax(dim=-1)
+        if forced is not None:
+            return forced, raw_logprobs.gather(1, forced.unsqueeze(1)).squeeze(1)
         if self.any_penalty:
             logits = apply_repetition_penalty(logits, seen, self.penalty)
         blocked = None

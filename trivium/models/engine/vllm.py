@@ -11,7 +11,11 @@ between trivium and vLLM:
   ``raw_logprobs`` (log-softmax of the raw logits, before temperature and top-k/top-p), the
   quantity the trainer recomputes;
 - weights: ``update_weights`` sends buckets of tensors to every worker through
-  ``WeightSyncExtension`` (``vllm_extension.py``), then reads the served version back;
+  ``WeightSyncExtension`` (``vllm_extension.py``), then reads the served version back; when
+  the engine is a Ray actor, its workers join the trainer's weight broadcast group and
+  receive the buckets themselves (``join_weight_broadcast`` / ``receive_weight_broadcast``);
+- the self-check's replay: ``replay_logprobs`` samples given responses through ``generate``,
+  each token forced by the ``ForcedTokens`` logits processor (``vllm_forced_tokens.py``);
 - sleep: with ``enable_sleep_mode`` the engine sleeps when parked between explorer steps
   (weights offloaded, KV cache freed) and wakes on its next call.
 """
@@ -37,6 +41,10 @@ from trivium.models.engine.base import (
 )
 
 WORKER_EXTENSION = "trivium.models.engine.vllm_extension.WeightSyncExtension"
+FORCED_TOKENS_PROCESSOR = "trivium.models.engine.vllm_forced_tokens:ForcedTokens"
+# The extra_args key ForcedTokens reads (vllm_forced_tokens.FORCED_TOKENS_KEY; that module
+# imports vLLM's worker-side classes, so it is not imported here).
+FORCED_TOKENS_KEY = "trivium_forced_tokens"
 # Engine arguments this adapter sets itself; an engine option may not override them.
 RESERVED_OPTIONS = {"model", "tokenizer", "logprobs_mode", "worker_extension_cls", "skip_tokenizer_init"}
 # Engine arguments with a key of their own in explorer.rollout_model.
@@ -90,6 +98,9 @@ def _shared_memory_dir() -> str | None:
 
 
 class VLLMEngine(InferenceEngine):
+    replays_samples = True
+    joins_weight_broadcast = True
+
     def __init__(
         self,
         model_path: str,
@@ -127,6 +138,7 @@ class VLLMEngine(InferenceEngine):
             enable_sleep_mode=enable_sleep_mode,
             logprobs_mode="raw_logprobs",
             worker_extension_cls=WORKER_EXTENSION,
+            logits_processors=[*(options.pop("logits_processors", None) or []), FORCED_TOKENS_PROCESSOR],
             **options,
         )
         if self.max_model_len is None:
@@ -197,9 +209,7 @@ class VLLMEngine(InferenceEngine):
 
     # ---- scoring -------------------------------------------------------------------------
 
-    def compute_logprobs(self, sequences: list[list[int]], prompt_lengths: list[int]) -> list[torch.Tensor]:
-        from vllm.inputs import TokensPrompt
-
+    def _check_sequences(self, sequences: list[list[int]], prompt_lengths: list[int]) -> None:
         if len(sequences) != len(prompt_lengths):
             raise ValueError(f"{len(sequences)} sequences but {len(prompt_lengths)} prompt lengths")
         for index, (seq, p) in enumerate(zip(sequences, prompt_lengths)):
@@ -209,6 +219,11 @@ class VLLMEngine(InferenceEngine):
                 raise UserError(
                     f"sequence {index} has {len(seq)} tokens, more than max_model_len={self.max_model_len}"
                 )
+
+    def compute_logprobs(self, sequences: list[list[int]], prompt_lengths: list[int]) -> list[torch.Tensor]:
+        from vllm.inputs import TokensPrompt
+
+        self._check_sequences(sequences, prompt_lengths)
         self._wake()
         scoring = self._vllm.SamplingParams(
             max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False
@@ -227,6 +242,55 @@ class VLLMEngine(InferenceEngine):
                     [step[token].logprob for step, token in zip(steps, sequence[prompt_length:])],
                     dtype=torch.float32,
                 )
+            )
+        return scored
+
+    def replay_logprobs(self, sequences: list[list[int]], prompt_lengths: list[int]) -> list[torch.Tensor]:
+        """The logprobs ``generate`` reports when it samples exactly each sequence's response.
+
+        One ``generate`` call, as a rollout makes, whose sampler is made to pick each response
+        token in turn (``ForcedTokens``): the decode steps, KV cache and raw-logprob path of
+        sampling, not the prompt-scoring path of ``compute_logprobs``. Returns a
+        (len - prompt_length,) float32 tensor per sequence; an empty response gives an empty one.
+        """
+        from vllm.inputs import TokensPrompt
+
+        self._check_sequences(sequences, prompt_lengths)
+        replayed = [i for i, (seq, p) in enumerate(zip(sequences, prompt_lengths)) if len(seq) > p]
+        scored = [torch.zeros(0, dtype=torch.float32) for _ in sequences]
+        if not replayed:
+            return scored
+        self._wake()
+        requests = []
+        for index in replayed:
+            response = [int(t) for t in sequences[index][prompt_lengths[index] :]]
+            requests.append(
+                self._vllm.SamplingParams(
+                    n=1,
+                    temperature=1.0,
+                    max_tokens=len(response),
+                    min_tokens=len(response),
+                    ignore_eos=True,  # a forced end-of-sequence id mid-response does not end it
+                    logprobs=0,
+                    detokenize=False,
+                    extra_args={FORCED_TOKENS_KEY: response},
+                )
+            )
+        results = self.llm.generate(
+            [TokensPrompt(prompt_token_ids=list(sequences[i][: prompt_lengths[i]])) for i in replayed],
+            sampling_params=requests,
+            use_tqdm=False,
+        )
+        for index, result in zip(replayed, results):
+            (completion,) = result.outputs
+            response = sequences[index][prompt_lengths[index] :]
+            if list(completion.token_ids) != list(response):
+                raise RuntimeError(
+                    f"vLLM did not replay sequence {index}: it sampled {list(completion.token_ids)} "
+                    f"where {list(response)} was forced"
+                )
+            scored[index] = torch.tensor(
+                [step[token].logprob for step, token in zip(completion.logprobs, response)], dtype=torch.float32
             )
         return scored
 
@@ -249,6 +313,34 @@ class VLLMEngine(InferenceEngine):
                     raise RuntimeError(
                         f"vLLM workers loaded different numbers of tensors from one bucket: {loaded}"
                     )
+        self.llm.collective_rpc("trivium_finish_update", args=(int(version),))
+        self.llm.reset_prefix_cache()
+        self._version = self._served_version()
+        return self._version
+
+    def weight_broadcast_ranks(self) -> int:
+        """How many ranks this engine takes in a weight broadcast group: one per vLLM worker."""
+        return int(self.llm.llm_engine.vllm_config.parallel_config.world_size)
+
+    def join_weight_broadcast(
+        self, *, address: str, port: int, rank: int, world_size: int, backend: str, timeout: float
+    ) -> None:
+        """Every worker joins the trainer's broadcast group (``trivium.sync.collective``), the
+        worker of vLLM rank ``r`` as rank ``rank + r``. Blocks until the whole group has joined."""
+        self._wake()
+        self.llm.collective_rpc(
+            "trivium_join_broadcast", args=(address, int(port), int(rank), int(world_size), backend, float(timeout))
+        )
+
+    def receive_weight_broadcast(self, spec: Sequence[tuple[str, tuple[int, ...], str]], version: int) -> int:
+        """Receive the tensors of ``spec`` broadcast by the trainer, bucket by bucket in every
+        worker, load them, tag them ``version``, and return the version the workers report."""
+        self._wake()
+        self.llm.collective_rpc("trivium_begin_update")
+        plain = [[str(name), [int(d) for d in shape], str(dtype)] for name, shape, dtype in spec]
+        loaded = self.llm.collective_rpc("trivium_receive_broadcast", args=(plain,))
+        if len(set(loaded)) != 1 or loaded[0] != len(plain):
+            raise RuntimeError(f"vLLM workers loaded {loaded} tensors of the {len(plain)} broadcast")
         self.llm.collective_rpc("trivium_finish_update", args=(int(version),))
         self.llm.reset_prefix_cache()
         self._version = self._served_version()

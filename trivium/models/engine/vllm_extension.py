@@ -5,11 +5,16 @@ vLLM mixes ``WeightSyncExtension`` into its worker class (``worker_extension_cls
 worker. Only names and file paths cross the process boundary (vLLM's msgpack channel, no
 pickled code): the tensors of a bucket travel as a safetensors file in shared memory.
 
+When the engine runs in a Ray actor and the trainer in another process, each worker joins
+the trainer's weight broadcast group itself (``trivium.sync.collective``: gloo on CPU, NCCL
+on GPUs) and receives the buckets straight into its own memory; only the tensor layout
+crosses vLLM's channel.
+
 The worker keeps the version of the weights it serves, so the engine's version handshake
 reads it back from the worker instead of trusting its own bookkeeping.
 
-This module is imported inside vLLM's worker processes: it depends on torch and
-safetensors only, never on the rest of trivium.
+This module is imported inside vLLM's worker processes: besides torch and safetensors it
+uses only ``trivium.sync.collective`` (itself torch only), imported when a worker joins.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ class WeightSyncExtension:
     """
 
     trivium_weight_version: int = 0
+    trivium_broadcast_group = None
 
     def trivium_begin_update(self) -> None:
         from vllm.config import set_current_vllm_config
@@ -37,13 +43,40 @@ class WeightSyncExtension:
 
     def trivium_load_bucket(self, path: str) -> int:
         """Load the named tensors in the safetensors file at ``path``; returns how many."""
+        weights = load_file(path, device="cpu")
+        self._trivium_load(weights)
+        return len(weights)
+
+    def _trivium_load(self, weights: dict) -> None:
         from vllm.config import set_current_vllm_config
 
-        weights = load_file(path, device="cpu")
         with set_current_vllm_config(self.vllm_config):
             # vLLM's loaders map checkpoint names (q_proj, k_proj, ...) onto fused parameters.
             self.model_runner.get_model().load_weights(weights=list(weights.items()))
-        return len(weights)
+
+    def trivium_join_broadcast(
+        self, address: str, port: int, first_rank: int, world_size: int, backend: str, timeout: float
+    ) -> int:
+        """Join the trainer's broadcast group as rank ``first_rank`` + this worker's vLLM rank."""
+        from trivium.sync.collective import WeightBroadcastGroup
+
+        rank = int(first_rank) + int(getattr(self, "rank", 0))
+        self.trivium_broadcast_group = WeightBroadcastGroup(
+            address=address, port=port, rank=rank, world_size=world_size, backend=backend, timeout=timeout
+        )
+        return rank
+
+    def trivium_receive_broadcast(self, spec: list) -> int:
+        """Receive the broadcast tensors of ``spec`` ([name, shape, dtype] each), loading each
+        bucket before the next arrives; returns how many tensors were loaded."""
+        group = self.trivium_broadcast_group
+        if group is None:
+            raise RuntimeError("this vLLM worker has not joined a weight broadcast group")
+        count = 0
+        for bucket in group.receive([(name, tuple(shape), dtype) for name, shape, dtype in spec]):
+            self._trivium_load(bucket)
+            count += len(bucket)
+        return count
 
     def trivium_finish_update(self, version: int) -> int:
         """Repack the layers that are still pending, tag the weights ``version``, return it."""

@@ -1,4 +1,5 @@
-"""One trivium run (``colocate`` or ``both``, in this process or on Ray) with the shared settings; writes a RunResult.
+"""One trivium run (``colocate`` or ``both``, in this process or on Ray, with a chosen sync style) with the shared
+settings; writes a RunResult.
 
 A monitor plugin watches the rollout reward and calls ``request_stop`` once the target is
 reached; the run then ends as any stopped run does (final checkpoint, summary).
@@ -62,6 +63,7 @@ explorer:
 synchronizer:
   sync_interval: 1
   sync_offset: {sync_offset}
+  sync_style: {sync_style}
 trainer:
   save_interval: 0
   save_hf_checkpoint: last
@@ -72,6 +74,7 @@ monitor:
   monitor_type: __main__:StopAtTarget
 """
 
+IDLE_KEYS = ("time/idle_explorer", "time/idle_trainer")
 RESULT: common.RunResult | None = None
 WATCH: common.TargetWatch | None = None
 
@@ -85,6 +88,9 @@ class StopAtTarget:
     def log(self, metrics: dict[str, float], step: int) -> None:
         from trivium.runtime.stopping import request_stop
 
+        for key in IDLE_KEYS:
+            if key in metrics:
+                RESULT.idle_seconds[key] = RESULT.idle_seconds.get(key, 0.0) + float(metrics[key])
         if self.role != "explorer" or "rollout/reward_mean" not in metrics:
             return
         if WATCH.record(step, metrics["rollout/reward_mean"]) and not RESULT.stopped_by:
@@ -104,6 +110,14 @@ def main() -> None:
     )
     parser.add_argument("--engines", type=int, default=1, help="rollout engines (explorer.rollout_model.engine_num)")
     parser.add_argument("--keep-run-dir", type=Path, help="write the run here and keep it (default: a temp dir)")
+    parser.add_argument(
+        "--sync-style", choices=["fixed", "fully_async"], default="fixed",
+        help="synchronizer.sync_style (both only); fully_async explores on without waiting, within sync_offset",
+    )
+    parser.add_argument(
+        "--old-logprobs", choices=["auto", "engine", "decoupled"],
+        help="trainer.old_logprobs_source (default: engine in both, auto in colocate)",
+    )
     args = parser.parse_args()
 
     from trivium.config.prepare import prepare
@@ -111,6 +125,7 @@ def main() -> None:
 
     global RESULT, WATCH
     label = f"trivium-{args.mode}" + ("-ray" if args.placement == "ray" else "")
+    label += f"-{args.sync_style}" if args.sync_style != "fixed" else ""
     RESULT = result = common.RunResult(system=label, seed=args.seed)
     WATCH = common.TargetWatch(result, PROCESS_START)
 
@@ -128,7 +143,8 @@ def main() -> None:
                 # both: the explorer runs one step ahead of the trainer, so generation and
                 # training overlap; the engine's logprobs are then the behaviour policy's.
                 sync_offset=1 if args.mode == "both" else 0,
-                old_logprobs="engine" if args.mode == "both" else "auto",
+                sync_style=args.sync_style,
+                old_logprobs=args.old_logprobs or ("engine" if args.mode == "both" else "auto"),
             )
         )
         (stage,) = prepare(config_path)

@@ -3,15 +3,15 @@
 - ``colocate``: explorer and trainer take turns in one thread.
 - ``both``: explorer and trainer run concurrently, each driven by a thread of this process;
   the synchronizer decides when the explorer waits for new weights.
+- ``train``: the trainer alone, from the experience buffer or a dataset (sft, dpo).
+- ``explore``: the explorer alone; it picks up newer checkpoints from the run directory.
+- ``serve``: in ``trivium.serve.loop``: the policy served over HTTP to outside applications
+  while the trainer learns from their rewarded sessions.
 
 Idle time: each explorer step logs ``time/idle_explorer`` (seconds it waited on the trainer
 before the step: in ``both`` for a weight version or, ``fully_async``, for the trainer to
 catch up; in ``colocate`` the trainer's turn), each trainer step ``time/idle_trainer`` (seconds
 it waited for experiences: in ``colocate`` the explorer's turn before it).
-- ``train``: the trainer alone, from the experience buffer or a dataset (sft, dpo).
-- ``explore``: the explorer alone; it picks up newer checkpoints from the run directory.
-- ``serve``: in ``trivium.serve.loop``: the policy served over HTTP to outside applications
-  while the trainer learns from their rewarded sessions.
 
 The loops call the session and its two workers only. The workers are local objects or Ray
 actors (``trivium.runtime.ray_placement``); the loop code is the same.

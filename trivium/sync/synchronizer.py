@@ -191,7 +191,8 @@ class Synchronizer:
         """Before explorer step ``next_explore_step`` of a concurrent run: the update to load, if any.
 
         Blocks when the style makes the explorer wait (fixed: for the version it needs;
-        explorer_driven: for the trainer to hand over its newest weights).
+        explorer_driven: for the trainer to hand over its newest weights; fully_async: only
+        while the explorer is more than ``sync_offset`` batches ahead of the trainer).
         """
         if self.sync_style == "trainer_driven":
             return self.poll()
@@ -215,8 +216,10 @@ class Synchronizer:
             self._untrained += count
 
     def experiences_trained(self, count: int) -> None:
+        # The trainer may finish a batch before the explorer has counted the step it came from:
+        # the count dips below zero for a moment and stays exact.
         with self._cond:
-            self._untrained = max(0, self._untrained - count)
+            self._untrained -= count
             self._cond.notify_all()
 
     def wait_within_lead(self, timeout: float | None = None) -> None:

@@ -1,6 +1,6 @@
 """fully_async with over-rollout in real `both` runs, in this process and on Ray.
 
-A workflow plugin sleeps on one task in four: the explorer goes on without those tasks
+A workflow plugin sleeps on one task of each step: the explorer goes on without those tasks
 instead of waiting for them, trains within the staleness bound, and reports idle time.
 """
 
@@ -20,10 +20,10 @@ from .conftest import base_config, read_metrics
 pytestmark = pytest.mark.slow
 
 SLEEP_SECONDS = 6.0
-# Sleeps in Python, so an abandoned attempt can be stopped; one task in four is slow.
+# Sleeps in Python, so an abandoned attempt can be stopped. Task ids are "taskset:row:epoch:slot"
+# and a step reads 4 rows in order, so each step has exactly one slow task.
 SLOW_MATH = f"""
 import time
-import zlib
 
 from trivium.workflows.math_workflow import MathWorkflow
 from trivium.workflows.registry import WORKFLOWS
@@ -32,7 +32,7 @@ from trivium.workflows.registry import WORKFLOWS
 @WORKFLOWS.register("slow_math")
 class SlowMath(MathWorkflow):
     def run(self):
-        if zlib.crc32(self.task.task_id.encode()) % 4 == 0:
+        if int(self.task.task_id.split(":")[1]) % 4 == 0:
             deadline = time.monotonic() + {SLEEP_SECONDS}
             while time.monotonic() < deadline:
                 time.sleep(0.01)

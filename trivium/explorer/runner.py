@@ -215,19 +215,20 @@ class RunnerPool:
 
     def run(self, units: list[RunUnit]) -> list[UnitResult]:
         """Run every unit and wait for all of them."""
-        return [future.result() for future in self.submit(units)]
+        return [future.result() for future in self.submit(units, abandonable=False)]
 
-    def submit(self, units: list[RunUnit]) -> list[Future]:
-        """Start every unit; each future gives its ``UnitResult``."""
+    def submit(self, units: list[RunUnit], *, abandonable: bool = True) -> list[Future]:
+        """Start every unit; each future gives its ``UnitResult``. ``abandonable``: ``abandon`` may stop them."""
         # Counted before any starts, so the first request does not go out alone.
         self._count_unfinished(len(units))
         futures = []
         for unit in units:
-            cancel = threading.Event()
+            cancel = threading.Event() if abandonable else None
             future = self.executor.submit(self._run_unit, unit, cancel)
-            with self._lock:
-                self._cancel_events[future] = cancel
-            future.add_done_callback(self._forget_cancel_event)
+            if cancel is not None:
+                with self._lock:
+                    self._cancel_events[future] = cancel
+                future.add_done_callback(self._forget_cancel_event)
             futures.append(future)
         return futures
 

@@ -6,7 +6,11 @@ target), one process per run, systems interleaved within each seed and their ord
 between seeds. Besides the time, each run records how long explorer and trainer waited on each
 other (``time/idle_explorer``, ``time/idle_trainer``).
 
-    python benchmarks/asynchrony.py [--seeds 0 1 2] [--max-steps 400]
+Two scenarios: ``quickstart`` as it is (all CPU work), and ``verifier_latency``, where each
+answer also waits for a slow outside verifier (0.1 s, one task in 8 1.5 s; see
+``trivium_run.py --verifier-latency``); there fully_async also uses over-rollout.
+
+    python benchmarks/asynchrony.py [--seeds 0 1 2] [--latency-seeds 0 1] [--max-steps 400]
 
 Writes benchmarks/results/asynchrony.md (and the raw runs as JSON next to it).
 """
@@ -32,34 +36,48 @@ import common  # noqa: E402
 from machine import describe  # noqa: E402
 
 RESULTS = HERE / "results"
-SYSTEMS = {
-    "colocate": ["--mode", "colocate"],
-    "both": ["--mode", "both"],
-    # The explorer never waits at a sync point; it may run one batch ahead (sync_offset 1), and
-    # stale tokens are weighted by pi_proximal / pi_engine (decoupled PPO).
-    "fully_async": ["--mode", "both", "--sync-style", "fully_async", "--old-logprobs", "decoupled"],
+# The explorer never waits at a sync point; it may run one batch ahead (sync_offset 1), and
+# stale tokens are weighted by pi_proximal / pi_engine (decoupled PPO).
+FULLY_ASYNC = ["--mode", "both", "--sync-style", "fully_async", "--old-logprobs", "decoupled"]
+LATENCY = ["--verifier-latency"]
+SCENARIOS = {
+    "quickstart": {
+        "colocate": ["--mode", "colocate"],
+        "both": ["--mode", "both"],
+        "fully_async": FULLY_ASYNC,
+    },
+    "verifier_latency": {
+        "colocate": ["--mode", "colocate", *LATENCY],
+        "both": ["--mode", "both", *LATENCY],
+        # A step goes on once 12 of its 16 tasks are verified (and 0.05 s more).
+        "fully_async": [*FULLY_ASYNC, "--over-rollout", "0.25", *LATENCY],
+    },
 }
 LABELS = {
-    "colocate": "colocate",
-    "both": "both (fixed, sync_offset 1)",
-    "fully_async": "both + fully_async (sync_offset 1, decoupled PPO)",
+    ("quickstart", "colocate"): "colocate",
+    ("quickstart", "both"): "both (fixed, sync_offset 1)",
+    ("quickstart", "fully_async"): "both + fully_async (sync_offset 1, decoupled PPO)",
+    ("verifier_latency", "colocate"): "colocate",
+    ("verifier_latency", "both"): "both (fixed, sync_offset 1)",
+    ("verifier_latency", "fully_async"): "both + fully_async + over-rollout 0.25 (decoupled PPO)",
 }
 
 
-def run_one(system: str, seed: int, model: Path, data: Path, max_steps: int, raw_dir: Path) -> common.RunResult:
-    out = raw_dir / f"{system}_seed{seed}.json"
-    log = raw_dir / f"{system}_seed{seed}.log"
-    command = [sys.executable, str(TTT / "trivium_run.py"), *SYSTEMS[system], "--model", str(model), "--data",
-               str(data), "--seed", str(seed), "--max-steps", str(max_steps), "--out", str(out)]
+def run_one(scenario: str, system: str, seed: int, model: Path, data: Path, max_steps: int,
+            raw_dir: Path) -> common.RunResult:
+    out = raw_dir / f"{scenario}_{system}_seed{seed}.json"
+    log = raw_dir / f"{scenario}_{system}_seed{seed}.log"
+    command = [sys.executable, str(TTT / "trivium_run.py"), *SCENARIOS[scenario][system], "--model", str(model),
+               "--data", str(data), "--seed", str(seed), "--max-steps", str(max_steps), "--out", str(out)]
     start = time.time()
     with open(log, "w") as handle:
         code = subprocess.run(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, timeout=1800,
                               env=dict(os.environ, TQDM_DISABLE="1")).returncode
     if code != 0:
-        raise SystemExit(f"{LABELS[system]} seed {seed} failed (exit {code}); its output is in {log}")
+        raise SystemExit(f"{scenario} {LABELS[scenario, system]} seed {seed} failed (exit {code}); its output is in {log}")
     result = common.RunResult.load(out)
     reached = f"{result.seconds_to_target:.1f}s at step {result.step_reached}" if result.seconds_to_target else "not reached"
-    print(f"{system:>12} seed {seed}: target {reached}; held-out {result.heldout_accuracy:.1%}; "
+    print(f"{scenario} {system:>12} seed {seed}: target {reached}; held-out {result.heldout_accuracy:.1%}; "
           f"{time.time() - start:.0f}s total", flush=True)
     return result
 
@@ -89,8 +107,8 @@ def speedup_over_colocate(by_seed: dict[str, dict[int, common.RunResult]], syste
     return pairs
 
 
-def report(results: dict[str, list[common.RunResult]], seeds: list[int], max_steps: int, load_before: str) -> str:
-    by_seed = {s: {r.seed: r for r in runs} for s, runs in results.items()}
+def report(results: dict[str, dict[str, list[common.RunResult]]], seeds: dict[str, list[int]], max_steps: int,
+           load_before: str) -> str:
     lines = [
         "# Asynchrony: time to target, colocate vs both vs both + fully_async",
         "",
@@ -100,11 +118,27 @@ def report(results: dict[str, list[common.RunResult]], seeds: list[int], max_ste
         f"steps >= {common.TARGET_REWARD}, at most {max_steps} steps. Time counts from process start. Idle: "
         "seconds per explorer step that the explorer waited on the trainer (`time/idle_explorer`) and the "
         "trainer on the explorer (`time/idle_trainer`); in colocate each side idles while the other has its "
-        f"turn. Seeds {', '.join(map(str, seeds))}, interleaved with rotating order; medians.",
+        "turn. Seeds interleaved with rotating order; medians; 'vs colocate' is the median of the per-seed "
+        "ratios colocate time / this time (each ratio in brackets).",
         "",
         f"Machine: {describe(**package_versions())}; load average before the runs: {load_before}.",
-        "",
-        "| system | time to target (s) | vs colocate (per-seed ratios) | steps to target | step time (s) "
+    ]
+    for scenario, by_system in results.items():
+        lines += ["", f"## {SCENARIO_TITLES[scenario]} (seeds {', '.join(map(str, seeds[scenario]))})", ""]
+        lines += scenario_tables(scenario, by_system, seeds[scenario])
+    return "\n".join(lines) + "\n"
+
+
+SCENARIO_TITLES = {
+    "quickstart": "Quickstart task (all CPU work)",
+    "verifier_latency": "With a slow verifier (0.1 s per answer, one task in 8 1.5 s)",
+}
+
+
+def scenario_tables(scenario: str, results: dict[str, list[common.RunResult]], seeds: list[int]) -> list[str]:
+    by_seed = {s: {r.seed: r for r in runs} for s, runs in results.items()}
+    lines = [
+        "| system | time to target (s) | vs colocate | steps to target | step time (s) "
         "| explorer idle (s/step) | trainer idle (s/step) | held-out accuracy | reached |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -112,7 +146,7 @@ def report(results: dict[str, list[common.RunResult]], seeds: list[int], max_ste
         ratios = speedup_over_colocate(by_seed, system, seeds) if system != "colocate" and "colocate" in results else []
         ratio_text = (f"{median(ratios):.2f}x ({', '.join(f'{r:.2f}' for r in ratios)})" if ratios else "-")
         lines.append(
-            f"| {LABELS[system]} | {fmt(median(r.seconds_to_target for r in runs))} | {ratio_text} | "
+            f"| {LABELS[scenario, system]} | {fmt(median(r.seconds_to_target for r in runs))} | {ratio_text} | "
             f"{fmt(median(r.step_reached for r in runs), '{:.0f}')} | "
             f"{fmt(median(r.median_step_seconds() for r in runs), '{:.3f}')} | "
             f"{fmt(median(idle_per_step(r, 'time/idle_explorer') for r in runs), '{:.3f}')} | "
@@ -120,18 +154,18 @@ def report(results: dict[str, list[common.RunResult]], seeds: list[int], max_ste
             f"{fmt(median(r.heldout_accuracy for r in runs), '{:.1%}')} | "
             f"{sum(r.seconds_to_target is not None for r in runs)}/{len(runs)} |"
         )
-    lines += ["", "Each run:", "", "| system | seed | time to target (s) | step | step time (s) | explorer idle (s/step) "
+    lines += ["", "| system | seed | time to target (s) | step | step time (s) | explorer idle (s/step) "
               "| trainer idle (s/step) | held-out accuracy |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for seed in seeds:
         for system in results:
             r = by_seed[system].get(seed)
             if r is not None:
                 lines.append(
-                    f"| {LABELS[system]} | {seed} | {fmt(r.seconds_to_target)} | {r.step_reached or '-'} | "
+                    f"| {LABELS[scenario, system]} | {seed} | {fmt(r.seconds_to_target)} | {r.step_reached or '-'} | "
                     f"{fmt(r.median_step_seconds(), '{:.3f}')} | {fmt(idle_per_step(r, 'time/idle_explorer'), '{:.3f}')} | "
                     f"{fmt(idle_per_step(r, 'time/idle_trainer'), '{:.3f}')} | {fmt(r.heldout_accuracy, '{:.1%}')} |"
                 )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def package_versions() -> dict[str, str]:
@@ -142,8 +176,11 @@ def package_versions() -> dict[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the quickstart scenario")
+    parser.add_argument("--latency-seeds", type=int, nargs="*", default=[0, 1],
+                        help="seeds of the verifier-latency scenario (none: skip it)")
+    parser.add_argument("--systems", nargs="+", choices=["colocate", "both", "fully_async"],
+                        default=["colocate", "both", "fully_async"])
     parser.add_argument("--max-steps", type=int, default=400)
     parser.add_argument("--work-dir", type=Path, default=ROOT / "benchmarks" / ".work")
     parser.add_argument("--output", type=Path, default=RESULTS / "asynchrony.md")
@@ -157,14 +194,21 @@ def main() -> int:
     raw_dir = args.work_dir / "asynchrony_runs"
     raw_dir.mkdir(parents=True, exist_ok=True)
     load_before = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "unknown"
-    results: dict[str, list[common.RunResult]] = {s: [] for s in args.systems}
-    for index, seed in enumerate(args.seeds):
-        shift = index % len(args.systems)
-        for system in args.systems[shift:] + args.systems[:shift]:
-            results[system].append(run_one(system, seed, model, data, args.max_steps, raw_dir))
+    seeds = {"quickstart": args.seeds, "verifier_latency": args.latency_seeds}
+    results: dict[str, dict[str, list[common.RunResult]]] = {}
+    for scenario, scenario_seeds in seeds.items():
+        if not scenario_seeds:
+            continue
+        results[scenario] = {s: [] for s in args.systems}
+        for index, seed in enumerate(scenario_seeds):
+            shift = index % len(args.systems)
+            for system in args.systems[shift:] + args.systems[:shift]:
+                results[scenario][system].append(run_one(scenario, system, seed, model, data, args.max_steps, raw_dir))
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(report(results, args.seeds, args.max_steps, load_before))
-    raw = {s: [json.loads((raw_dir / f"{s}_seed{r.seed}.json").read_text()) for r in runs] for s, runs in results.items()}
+    args.output.write_text(report(results, seeds, args.max_steps, load_before))
+    raw = {f"{scenario}/{system}": [json.loads((raw_dir / f"{scenario}_{system}_seed{r.seed}.json").read_text())
+                                    for r in runs]
+           for scenario, by_system in results.items() for system, runs in by_system.items()}
     args.output.with_suffix(".json").write_text(json.dumps(raw))
     print(f"wrote {args.output}")
     return 0

@@ -102,6 +102,7 @@ def _ranges(config: TriviumConfig, problems: list[Problem]) -> None:
         ("synchronizer.self_check_interval", config.synchronizer.self_check_interval),
         ("explorer.max_retry_times", explorer.max_retry_times), ("trainer.save_interval", trainer.save_interval),
         ("model.min_response_tokens", model.min_response_tokens), ("model.temperature", model.temperature),
+        ("explorer.over_rollout.wait_after_min", explorer.over_rollout.wait_after_min),
         ("algorithm.optimizer.weight_decay", optimizer.weight_decay),
     ]:
         _at_least(problems, key, value, 0)

@@ -176,7 +176,8 @@ def package_versions() -> dict[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the quickstart scenario")
+    parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2],
+                        help="seeds of the quickstart scenario (none: skip it)")
     parser.add_argument("--latency-seeds", type=int, nargs="*", default=[0, 1],
                         help="seeds of the verifier-latency scenario (none: skip it)")
     parser.add_argument("--systems", nargs="+", choices=["colocate", "both", "fully_async"],
@@ -194,7 +195,7 @@ def main() -> int:
     raw_dir = args.work_dir / "asynchrony_runs"
     raw_dir.mkdir(parents=True, exist_ok=True)
     load_before = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "unknown"
-    seeds = {"quickstart": args.seeds, "verifier_latency": args.latency_seeds}
+    seeds = {"verifier_latency": args.latency_seeds, "quickstart": args.seeds}
     results: dict[str, dict[str, list[common.RunResult]]] = {}
     for scenario, scenario_seeds in seeds.items():
         if not scenario_seeds:

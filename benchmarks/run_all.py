@@ -13,6 +13,7 @@ BENCHMARKS = [
     ["buffer_throughput.py"],
     ["trainer_overhead.py"],
     ["time_to_target/run.py"],
+    ["asynchrony.py"],
 ]
 
 

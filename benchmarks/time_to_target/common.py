@@ -55,6 +55,8 @@ class RunResult:
     peak_rss_mb: float = 0.0
     heldout_accuracy: float | None = None
     stopped_by: str = ""
+    # Seconds each side waited on the other over the run (time/idle_explorer, time/idle_trainer).
+    idle_seconds: dict[str, float] = field(default_factory=dict)
 
     def median_step_seconds(self) -> float | None:
         """Median wall time between consecutive steps, skipping the first (warm-up)."""

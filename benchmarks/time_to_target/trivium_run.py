@@ -1,4 +1,5 @@
-"""One trivium run (``colocate`` or ``both``, in this process or on Ray) with the shared settings; writes a RunResult.
+"""One trivium run (``colocate`` or ``both``, in this process or on Ray, with a chosen sync style) with the shared
+settings; writes a RunResult.
 
 A monitor plugin watches the rollout reward and calls ``request_stop`` once the target is
 reached; the run then ends as any stopped run does (final checkpoint, summary).
@@ -44,7 +45,7 @@ buffer:
   batch_size: {prompts}
   total_steps: {max_steps}
   explorer_input:
-    default_workflow_type: math
+    default_workflow_type: {workflow}
     default_reward_fn_type: math_reward
     taskset:
       name: arithmetic_train
@@ -58,10 +59,12 @@ buffer:
 explorer:
   runner_per_model: {runners}
   eval_on_startup: false
+  over_rollout: {{ratio: {over_rollout}, wait_after_min: 0.05}}
   rollout_model: {{engine_num: {engines}}}
 synchronizer:
   sync_interval: 1
   sync_offset: {sync_offset}
+  sync_style: {sync_style}
 trainer:
   save_interval: 0
   save_hf_checkpoint: last
@@ -72,7 +75,33 @@ monitor:
   monitor_type: __main__:StopAtTarget
 """
 
+IDLE_KEYS = ("time/idle_explorer", "time/idle_trainer")
 RESULT: common.RunResult | None = None
+
+# --verifier-latency: each answer is checked by a slow outside service (a sandbox, a remote
+# judge). Most tasks wait FAST_SECONDS for it, one in SLOW_EVERY (by task id) SLOW_SECONDS.
+FAST_SECONDS, SLOW_SECONDS, SLOW_EVERY = 0.1, 1.5, 8
+
+
+def _math_with_verifier_latency():
+    """The math workflow, then a wait for the verifier (in short sleeps, so an abandoned task stops at once)."""
+    import zlib
+
+    from trivium.workflows.math_workflow import MathWorkflow
+
+    class MathWithVerifierLatency(MathWorkflow):
+        def run(self):
+            experiences = super().run()
+            slow = zlib.crc32(self.task.task_id.encode()) % SLOW_EVERY == 0
+            deadline = time.monotonic() + (SLOW_SECONDS if slow else FAST_SECONDS)
+            while time.monotonic() < deadline:
+                time.sleep(0.01)
+            return experiences
+
+    return MathWithVerifierLatency
+
+
+MathWithVerifierLatency = None  # built in main(), after the heavy imports
 WATCH: common.TargetWatch | None = None
 
 
@@ -85,6 +114,9 @@ class StopAtTarget:
     def log(self, metrics: dict[str, float], step: int) -> None:
         from trivium.runtime.stopping import request_stop
 
+        for key in IDLE_KEYS:
+            if key in metrics:
+                RESULT.idle_seconds[key] = RESULT.idle_seconds.get(key, 0.0) + float(metrics[key])
         if self.role != "explorer" or "rollout/reward_mean" not in metrics:
             return
         if WATCH.record(step, metrics["rollout/reward_mean"]) and not RESULT.stopped_by:
@@ -104,13 +136,33 @@ def main() -> None:
     )
     parser.add_argument("--engines", type=int, default=1, help="rollout engines (explorer.rollout_model.engine_num)")
     parser.add_argument("--keep-run-dir", type=Path, help="write the run here and keep it (default: a temp dir)")
+    parser.add_argument(
+        "--sync-style", choices=["fixed", "fully_async"], default="fixed",
+        help="synchronizer.sync_style (both only); fully_async explores on without waiting, within sync_offset",
+    )
+    parser.add_argument(
+        "--over-rollout", type=float, default=0.0,
+        help="explorer.over_rollout.ratio (needs --sync-style fully_async); the step waits 0.05 s after the minimum",
+    )
+    parser.add_argument(
+        "--verifier-latency", action="store_true",
+        help=f"every answer waits {FAST_SECONDS} s for a verifier, one task in {SLOW_EVERY} {SLOW_SECONDS} s",
+    )
+    parser.add_argument(
+        "--old-logprobs", choices=["auto", "engine", "decoupled"],
+        help="trainer.old_logprobs_source (default: engine in both, auto in colocate)",
+    )
     args = parser.parse_args()
 
     from trivium.config.prepare import prepare
     from trivium.runtime.launcher import launch
 
-    global RESULT, WATCH
+    global RESULT, WATCH, MathWithVerifierLatency
+    MathWithVerifierLatency = _math_with_verifier_latency()
     label = f"trivium-{args.mode}" + ("-ray" if args.placement == "ray" else "")
+    label += f"-{args.sync_style}" if args.sync_style != "fixed" else ""
+    label += f"-over{args.over_rollout:g}" if args.over_rollout else ""
+    label += "-latency" if args.verifier_latency else ""
     RESULT = result = common.RunResult(system=label, seed=args.seed)
     WATCH = common.TargetWatch(result, PROCESS_START)
 
@@ -128,7 +180,9 @@ def main() -> None:
                 # both: the explorer runs one step ahead of the trainer, so generation and
                 # training overlap; the engine's logprobs are then the behaviour policy's.
                 sync_offset=1 if args.mode == "both" else 0,
-                old_logprobs="engine" if args.mode == "both" else "auto",
+                sync_style=args.sync_style, over_rollout=args.over_rollout,
+                workflow="__main__:MathWithVerifierLatency" if args.verifier_latency else "math",
+                old_logprobs=args.old_logprobs or ("engine" if args.mode == "both" else "auto"),
             )
         )
         (stage,) = prepare(config_path)

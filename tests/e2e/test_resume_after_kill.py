@@ -90,8 +90,8 @@ def _kill_when(command, condition, what: str, timeout: float = 240) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("storage", ["queue", "sql"])
-def test_both_mode_with_sync_offset_resumes_without_losing_or_repeating_a_sample(assets, tmp_path, storage):
+@pytest.mark.parametrize("storage, sync_style", [("queue", "fixed"), ("sql", "fixed"), ("queue", "fully_async")])
+def test_both_mode_with_sync_offset_resumes_without_losing_or_repeating_a_sample(assets, tmp_path, storage, sync_style):
     """Killed after training past its checkpoint, with the explorer a step ahead: the resumed run
     trains every explored sample exactly once and every step of the run."""
     steps, batch, repeat = 9, 4, 4
@@ -99,6 +99,7 @@ def test_both_mode_with_sync_offset_resumes_without_losing_or_repeating_a_sample
     config["buffer"]["total_steps"] = steps
     config["trainer"]["save_interval"] = 3
     config["synchronizer"]["sync_offset"] = 1
+    config["synchronizer"]["sync_style"] = sync_style
     if storage == "sql":
         config["buffer"]["trainer_input"]["experience_buffer"].update(
             storage_type="sql", path=str(tmp_path / "buffer.db"), max_read_timeout=30
@@ -125,6 +126,8 @@ def test_both_mode_with_sync_offset_resumes_without_losing_or_repeating_a_sample
     # No step trained a sample of a policy newer than its own weights.
     for step, samples in lineage.items():
         assert all(version <= step - 1 for *_, version in samples), f"step {step} trained a sample from a later policy"
+        # Within the staleness bound (sync_offset 1) through the kill and the resume.
+        assert all(version >= step - 2 for *_, version in samples), f"step {step} trained a sample staler than 1"
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from trivium.monitor.summary import compute_summary, print_summary, render_summary, reward_trend
+from trivium.monitor.summary import compute_summary, print_summary, render_summary, reward_trend, summary_lines
 
 from .synthetic_run import write_synthetic_run
 
@@ -70,3 +70,20 @@ def test_unfinished_checkpoints_are_not_listed(tmp_path):
     (run_dir / "global_step_10.tmp" / "actor").mkdir(parents=True)
     (run_dir / "global_step_15" / "actor").mkdir(parents=True)  # no trainer_state.json: still being written
     assert compute_summary(run_dir).checkpoint_steps == [5]
+
+
+def test_summary_shows_each_sides_idle_time(tmp_path):
+    records = [
+        {"role": "explorer", "step": 1, "time": 0.0, "time/idle_explorer": 0.0},
+        {"role": "explorer", "step": 2, "time": 1.0, "time/idle_explorer": 0.5},
+        {"role": "explorer", "step": 3, "time": 2.0, "time/idle_explorer": 1.0},
+        {"role": "trainer", "step": 1, "time": 1.5, "time/idle_trainer": 2.0},
+        {"role": "trainer", "step": 2, "time": 2.5, "time/idle_trainer": 0.0},
+    ]
+    summary = compute_summary(tmp_path, records)
+    assert summary.idle["explorer"].total == pytest.approx(1.5)
+    assert summary.idle["explorer"].per_step == pytest.approx(0.5)
+    assert summary.idle["trainer"].per_step == pytest.approx(1.0)
+    text = "\n".join(summary_lines(summary))
+    assert "idle (waiting on the other side): explorer 1.5s (0.500s per step), trainer 2.0s (1.000s per step)" in text
+

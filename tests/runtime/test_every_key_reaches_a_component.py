@@ -43,6 +43,7 @@ CONTEXT = {
     "algorithm.kl_penalty_fn_args": {"algorithm.kl_penalty_fn": "k2"},
     "algorithm.entropy_loss_fn_args": {"algorithm.entropy_loss_fn": "default"},
     "algorithm.sample_strategy_args": {"algorithm.sample_strategy": "staleness_control"},
+    "explorer.dynamic_timeout.ratio": {"explorer.dynamic_timeout.enable": True},
 }
 # Probe values where the generic rule would give an invalid or meaningless one.
 PROBES = {

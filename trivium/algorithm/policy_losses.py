@@ -40,6 +40,12 @@ def needs_reference_logprobs(fn: PolicyLossFn) -> bool:
     return bool(getattr(fn, "needs_reference", False))
 
 
+def scales_with_advantage(fn: PolicyLossFn) -> bool:
+    """True if ``fn``'s per-token loss times a weight w >= 0 equals its loss with advantages A * w
+    (what the decoupled objective needs, see ``trivium.algorithm.decoupled``)."""
+    return bool(getattr(fn, "scales_with_advantage", False))
+
+
 def pairs_rows(fn: PolicyLossFn) -> bool:
     """True if ``fn`` reads rows in (chosen, rejected) pairs that must share a micro-batch."""
     return bool(getattr(fn, "paired_rows", False))
@@ -132,6 +138,10 @@ def ppo_policy_loss(
         "ppo_kl": _item(masked_mean(-log_ratio, response_mask)),
     }
     return loss, metrics
+
+
+# max(-wA r, -wA clip(r)) = w max(-A r, -A clip(r)) and min(., -wA c) = w min(., -A c) for w >= 0.
+ppo_policy_loss.scales_with_advantage = True
 
 
 @POLICY_LOSS_FNS.register("gspo")

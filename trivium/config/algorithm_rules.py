@@ -39,6 +39,7 @@ def check_algorithm(config: TriviumConfig, problems: list[Problem]) -> None:
     _check_preset(config, problems)
     _check_functions(config, problems)
     _check_sample_strategy(config, problems)
+    _check_decoupled_objective(config, problems)
 
 
 # ---------------------------------------------------------------- presets
@@ -135,6 +136,35 @@ def _check_functions(config: TriviumConfig, problems: list[Problem]) -> None:
     allowed = {"entropy_coef"} | (set(_tunable_args_or_none(entropy_fn)) if entropy_fn else set())
     _check_allowed_keys("algorithm.entropy_loss_fn_args", entropy_args, sorted(allowed), problems)
     _check_number("algorithm.entropy_loss_fn_args.entropy_coef", entropy_args.get("entropy_coef"), problems)
+
+
+def _check_decoupled_objective(config: TriviumConfig, problems: list[Problem]) -> None:
+    """The decoupled objective weights each token's advantage: it needs rollouts and a loss that scales with A."""
+    from trivium.algorithm import POLICY_LOSS_FNS
+    from trivium.algorithm.policy_losses import scales_with_advantage
+
+    if config.trainer.old_logprobs_source != "decoupled":
+        return
+    algorithm = config.algorithm
+    if not PRESETS[algorithm.algorithm_type].learns_from_rollouts:
+        problems.append(Problem(
+            "trainer.old_logprobs_source",
+            f"'decoupled' weights rollouts by pi_proximal / pi_engine; algorithm '{algorithm.algorithm_type}' "
+            "trains on a dataset, which has no engine logprobs: use auto",
+        ))
+        return
+    name = algorithm.policy_loss_fn
+    fn = POLICY_LOSS_FNS.get(name) if name and name in POLICY_LOSS_FNS.names() else None
+    if fn is not None and not scales_with_advantage(fn):
+        problems.append(Problem(
+            "trainer.old_logprobs_source",
+            f"'decoupled' multiplies each token's advantage by pi_proximal / pi_engine, which is exact only for "
+            f"losses that scale with the advantage (ppo); algorithm.policy_loss_fn is '{name}': use ppo or "
+            "old_logprobs_source auto",
+        ))
+    cap = config.trainer.behaviour_weight_cap
+    if cap is not None and cap <= 0:
+        problems.append(Problem("trainer.behaviour_weight_cap", f"must be greater than 0 or null, got {cap}"))
 
 
 def _check_mix_inner_loss(args: Mapping[str, Any], problems: list[Problem]) -> None:

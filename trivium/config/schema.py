@@ -54,8 +54,6 @@ def section(cls: type, help: str) -> Any:
 
 
 TINKER_UNUSED = "the Tinker service is not implemented (model.tinker.enable is refused)"
-OVER_ROLLOUT_UNUSED = "the explorer waits for every task of a step"
-DYNAMIC_TIMEOUT_UNUSED = "every task gets explorer.max_timeout"
 DATA_JUICER_UNUSED = "the data_juicer operator runs the package in the explorer's process; no server is used"
 
 MODES = ["both", "train", "explore", "bench", "colocate", "serve"]
@@ -74,7 +72,7 @@ SELECTOR_TYPES = ["sequential", "shuffle", "random", "difficulty", "difficulty_b
 ENGINE_TYPES = ["hf", "vllm", "external", "tinker"]
 CONCURRENT_MODES = ["sequential", "asynchronous", "multi-threading"]
 SYNC_METHODS = ["nccl", "memory", "checkpoint"]
-SYNC_STYLES = ["fixed", "explorer_driven", "trainer_driven"]
+SYNC_STYLES = ["fixed", "explorer_driven", "trainer_driven", "fully_async"]
 TRAINER_TYPES = ["default", "verl"]
 TRAINER_STRATEGIES = ["fsdp", "fsdp2", "megatron", "none"]
 SAVE_STRATEGIES = ["single_thread", "single_process", "single_node", "unrestricted"]
@@ -82,7 +80,7 @@ SAVE_HF_CHOICES = ["last", "always", "never"]
 TRUNCATION_CHOICES = ["mask", "keep"]
 MONITOR_TYPES = ["none", "tensorboard", "wandb", "mlflow"]
 PLACEMENTS = ["auto", "process", "ray"]
-OLD_LOGPROBS_SOURCES = ["auto", "recompute", "engine"]
+OLD_LOGPROBS_SOURCES = ["auto", "recompute", "engine", "decoupled"]
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 # Why some keys of Trinity-RFT's configuration are accepted but not acted on.
@@ -452,18 +450,27 @@ class InferenceModelConfig:
 
 @dataclass
 class OverRolloutConfig:
-    ratio: float = opt(0.0, "Fraction of a batch the explorer may skip waiting for.", unused=OVER_ROLLOUT_UNUSED)
+    ratio: float = opt(
+        0.0,
+        "Fraction of a step's tasks the explorer may leave behind: the step goes on once (1 - ratio) of its "
+        "tasks are done and wait_after_min has passed; 0 waits for every task. Needs a sync_style other than fixed.",
+    )
     wait_after_min: float = opt(
-        30.0, "Seconds to keep waiting once the minimum is reached.", unused=OVER_ROLLOUT_UNUSED
+        30.0, "Seconds the explorer keeps waiting for the remaining tasks once (1 - ratio) of them are done."
+    )
+    return_partial_tasks: bool = opt(
+        False,
+        "When a task's repeats run as several jobs (max_repeat_times_per_runner) and only some of them finished "
+        "when the step goes on: true keeps the finished samples as a smaller group, false drops the whole task.",
     )
 
 
 @dataclass
 class DynamicTimeoutConfig:
     enable: bool = opt(
-        False, "Scale each task's timeout from the mean successful task time.", unused=DYNAMIC_TIMEOUT_UNUSED
+        False, "Give each task a timeout of the mean successful task time times ratio (at most explorer.max_timeout)."
     )
-    ratio: float = opt(3.0, "Timeout = mean successful task time * ratio.", unused=DYNAMIC_TIMEOUT_UNUSED)
+    ratio: float = opt(3.0, "Dynamic timeout = mean seconds of the successful tasks so far * ratio.")
 
 
 @dataclass
@@ -512,9 +519,18 @@ class ExplorerConfig:
 class SynchronizerConfig:
     sync_method: Optional[str] = opt(None, "Weight transport; derived from mode and devices when unset.", SYNC_METHODS)
     sync_interval: int = opt(1, "Steps between weight synchronizations.")
-    sync_offset: int = opt(0, "Steps the explorer runs before the trainer starts.")
+    sync_offset: int = opt(
+        0, "Steps the explorer may run ahead of the trainer; with fully_async, the largest staleness (in "
+        "weight versions) of the samples it produces.",
+    )
     sync_timeout: float = opt(1200, "Seconds a synchronization may take.")
-    sync_style: str = opt("fixed", "Who decides when to synchronize.", SYNC_STYLES)
+    sync_style: str = opt(
+        "fixed",
+        "Who decides when to synchronize. fully_async (mode both): the trainer publishes every sync_interval "
+        "of its steps and the explorer loads the newest weights before each of its steps without waiting, "
+        "unless it would run more than sync_offset versions ahead.",
+        SYNC_STYLES,
+    )
     self_check_interval: int = opt(
         10,
         "Weight syncs between logprob self-checks (engine vs trainer on two fresh samples); the first "
@@ -555,8 +571,13 @@ class TrainerConfig:
         "Where the behaviour policy's logprobs come from: 'auto' reuses the update's own forward pass "
         "when a batch gets one optimizer step (identical numbers, no extra pass) and recomputes "
         "otherwise; 'recompute' always runs a no-grad pass first; 'engine' uses the rollout engine's "
-        "logprobs.",
+        "logprobs; 'decoupled' keeps the proximal policy of 'auto' in the clipped ratio and weights each "
+        "token by pi_proximal / pi_engine (the engine sampled it, maybe with older weights; decoupled PPO).",
         OLD_LOGPROBS_SOURCES,
+    )
+    behaviour_weight_cap: Optional[float] = opt(
+        5.0, "With old_logprobs_source 'decoupled': the largest importance weight pi_proximal / pi_engine; "
+        "null leaves it uncapped.",
     )
     share_prompt_forward: bool = opt(
         True, "Rows with the same prompt share one forward pass over it (exact, gradients included)."

@@ -103,6 +103,7 @@ def _ranges(config: TriviumConfig, problems: list[Problem]) -> None:
         ("synchronizer.self_check_interval", config.synchronizer.self_check_interval),
         ("explorer.max_retry_times", explorer.max_retry_times), ("trainer.save_interval", trainer.save_interval),
         ("model.min_response_tokens", model.min_response_tokens), ("model.temperature", model.temperature),
+        ("explorer.over_rollout.wait_after_min", explorer.over_rollout.wait_after_min),
         ("algorithm.optimizer.weight_decay", optimizer.weight_decay),
     ]:
         _at_least(problems, key, value, 0)
@@ -244,8 +245,15 @@ def _sync(config: TriviumConfig, problems: list[Problem]) -> None:
     if config.explorer.over_rollout.ratio > 0 and synchronizer.sync_style == "fixed":
         problems.append(Problem(
             "explorer.over_rollout.ratio",
-            "over-rollout needs dynamic synchronization: set synchronizer.sync_style to explorer_driven or "
-            "trainer_driven, or set the ratio to 0",
+            "over-rollout needs dynamic synchronization (a step may leave tasks behind, so the fixed schedule "
+            "of versions would not hold): set synchronizer.sync_style to fully_async, trainer_driven or "
+            "explorer_driven, or set the ratio to 0",
+        ))
+    if synchronizer.sync_style == "fully_async" and mode not in ("both", "serve"):
+        problems.append(Problem(
+            "synchronizer.sync_style",
+            f"fully_async runs explorer and trainer at the same time, so it needs mode 'both'; mode '{mode}' "
+            "takes turns or runs one of them: use fixed or trainer_driven",
         ))
 
 

@@ -3,6 +3,9 @@
     explore_step = read_tasks -> run_workflows -> [greedy_baselines] -> [teacher_logprobs]
                    -> group_advantages -> experience_pipeline -> write
 
+With over-rollout (``trivium.explorer.over_rollout``) ``run_workflows`` goes on without the
+slowest tasks of the step; they are abandoned and counted (``rollout/late_tasks``).
+
 Two steps run only when the algorithm asks: a greedy rollout of every task whose reward is
 the baseline of that task's samples (remax), and a teacher model's logprobs of every sampled
 response (distillation).
@@ -26,7 +29,14 @@ from trivium.algorithm.advantages import ADVANTAGE_FNS, computed_by_explorer, re
 from trivium.buffer.base import BufferExhausted
 from trivium.core.experience import Experience, episode_index
 from trivium.explorer.metrics import eval_metrics, rollout_metrics
-from trivium.explorer.runner import RunnerPool, raise_if_all_misconfigured, split_units, stuck_workflows
+from trivium.explorer.over_rollout import OverRollout, gather
+from trivium.explorer.runner import (
+    RunnerPool,
+    UnitResult,
+    raise_if_all_misconfigured,
+    split_units,
+    stuck_workflows,
+)
 from trivium.explorer.stall import StallWatch
 
 
@@ -59,6 +69,7 @@ class Explorer:
         advantage_fn: str | None = None,
         advantage_fn_args: dict[str, Any] | None = None,
         max_repeat_times_per_runner: int | None = None,
+        over_rollout: OverRollout | None = None,
         model_version: Callable[[], int] = lambda: 0,
         logger: logging.Logger | None = None,
         max_failed_steps: int | None = 3,
@@ -79,6 +90,7 @@ class Explorer:
         self.teacher = teacher
         self.advantage_fn_args = dict(advantage_fn_args or {})
         self.max_repeat_times_per_runner = max_repeat_times_per_runner
+        self.over_rollout = over_rollout or OverRollout()
         self.model_version = model_version
         self.logger = logger or logging.getLogger("trivium.explorer")
         self.state = ExplorerState()
@@ -105,7 +117,7 @@ class Explorer:
             self.state.finished = True
             return None
         self.state.step += 1
-        results = self.runner_pool.run(split_units(tasks, self.max_repeat_times_per_runner))
+        results, late_metrics = self.run_workflows(tasks)
         raise_if_all_misconfigured(results)
         self.stall_watch.observe(self.state.step, results)
         experiences = [exp for result in results for exp in result.experiences]
@@ -122,12 +134,39 @@ class Explorer:
         self._committed = self._current_state()
         metrics = rollout_metrics(results, experiences, time.perf_counter() - start)
         metrics.update({f"pipeline/{k}": v for k, v in pipeline_metrics.items()})
+        metrics.update(late_metrics)
         metrics["explorer/step"] = float(self.state.step)
         metrics["explorer/model_version"] = float(version)
         metrics["rollout/failed_tasks_total"] = float(self.state.failed_tasks)
         metrics["rollout/stuck_workflows"] = float(stuck_workflows())
         self.logger.info("explore step %d: %s", self.state.step, _brief(metrics))
         return metrics
+
+    def run_workflows(self, tasks: list[Any]) -> tuple[list[UnitResult], dict[str, float]]:
+        """Every task's results; with over-rollout, those finished when the step went on, and its counts."""
+        units, task_of_unit = [], []  # task_of_unit[i]: the position in ``tasks`` of units[i]'s task
+        for index, task in enumerate(tasks):
+            for unit in split_units([task], self.max_repeat_times_per_runner):
+                units.append(unit)
+                task_of_unit.append(index)
+        metrics: dict[str, float] = {}
+        if self.runner_pool.dynamic_timeout is not None:
+            metrics["rollout/dynamic_timeout"] = float(self.runner_pool.attempt_timeout() or 0.0)
+        if not self.over_rollout.enabled:
+            return self.runner_pool.run(units), metrics
+        gathered = gather(self.runner_pool.submit(units), task_of_unit, self.over_rollout)
+        self.runner_pool.abandon(gathered.late_futures)
+        metrics.update({
+            "rollout/late_tasks": float(gathered.late_tasks),
+            "rollout/late_tasks_dropped": float(gathered.dropped_tasks),
+            "rollout/late_tasks_partial": float(gathered.partial_tasks),
+        })
+        if gathered.late_tasks:
+            self.logger.info(
+                "explore step %d went on without %d late tasks (%d dropped, %d kept in part)",
+                self.state.step, gathered.late_tasks, gathered.dropped_tasks, gathered.partial_tasks,
+            )
+        return gathered.results, metrics
 
     def prepare_for_training(self, experiences: list[Experience]) -> tuple[list[Experience], dict[str, float]]:
         """Rewarded experiences made ready for the buffer: teacher logprobs and group advantages

@@ -9,6 +9,11 @@ the next Python instruction it runs), so a workflow spinning in Python code ends
 CPU. A thread blocked in native code (a socket read without a timeout, a long C call) only sees
 it when that call returns; until then it is counted in ``rollout/stuck_workflows`` and its result
 is discarded. Asynchronous workflows are cancelled by asyncio instead.
+
+An attempt's time limit is ``max_timeout``, or with a ``DynamicTimeout`` the mean time of the
+successful attempts so far times its ratio. A step that goes on without its late jobs
+(over-rollout) ``abandon``s them: queued ones never start, running ones are stopped like a
+timed-out attempt and not retried.
 """
 
 from __future__ import annotations
@@ -28,11 +33,16 @@ from trivium.core.experience import Experience
 from trivium.core.experience_check import DEFAULT_MAX_ABS_REWARD, experience_problem
 from trivium.core.task import Task
 from trivium.errors import ComponentDied, UserError
+from trivium.explorer.dynamic_timeout import DynamicTimeout
 from trivium.models.engine.busy_clients import BusyClients
 
 
 class WorkflowTimeout(Exception):
     pass
+
+
+class WorkflowAbandoned(Exception):
+    """The step that submitted the job went on without it (over-rollout)."""
 
 
 class WorkflowCancelled(BaseException):
@@ -46,6 +56,8 @@ _cancelled_lock = threading.Lock()
 # How long (at most: never longer than the timeout itself) a timed-out attempt's thread gets
 # to unwind after being told to stop.
 CANCEL_GRACE_SECONDS = 2.0
+# How often an attempt that may be abandoned checks whether it was.
+CANCEL_POLL_SECONDS = 0.05
 
 
 def stuck_workflows() -> int:
@@ -85,6 +97,7 @@ class UnitResult:
     user_error: UserError | None = None
     # Experiences of the successful attempt left out at the door, each with its reason.
     dropped: list[str] = field(default_factory=list)
+    abandoned: bool = False  # its step went on without it (over-rollout)
 
     @property
     def ok(self) -> bool:
@@ -132,20 +145,26 @@ def _describe(output: Any) -> str:
     return type(output).__name__
 
 
-def call_with_timeout(fn: Callable[[], Any], timeout: float | None) -> Any:
-    """Run ``fn`` in a daemon thread; past ``timeout``, stop it and raise WorkflowTimeout."""
+def call_with_timeout(fn: Callable[[], Any], timeout: float | None, *, cancel: threading.Event | None = None) -> Any:
+    """Run ``fn`` in a daemon thread; past ``timeout`` (or once ``cancel`` is set), stop it and raise
+    WorkflowTimeout (or WorkflowAbandoned)."""
     if not timeout:
         return fn()
     call = BackgroundCall(fn, name="workflow-attempt", ignore=(WorkflowCancelled,))
-    if not call.wait(timeout):
+    deadline = time.monotonic() + timeout
+    # With a cancel event, look at it every CANCEL_POLL_SECONDS; otherwise one wait.
+    while not call.wait(min(CANCEL_POLL_SECONDS, deadline - time.monotonic()) if cancel else timeout):
+        abandoned = cancel is not None and cancel.is_set()
+        if not abandoned and time.monotonic() < deadline:
+            continue
         with _cancelled_lock:
             _cancelled_threads.add(call.thread)
         _raise_in_thread(call.thread, WorkflowCancelled)
         stopped = call.wait(min(CANCEL_GRACE_SECONDS, timeout))
-        raise WorkflowTimeout(
-            f"workflow did not finish within {timeout:g}s; "
-            + ("it was stopped" if stopped else "its thread is blocked in native code and is left to finish")
-        )
+        how = "it was stopped" if stopped else "its thread is blocked in native code and is left to finish"
+        if abandoned:
+            raise WorkflowAbandoned(f"the step went on without this workflow; {how}")
+        raise WorkflowTimeout(f"workflow did not finish within {timeout:g}s; {how}")
     return call.result()
 
 
@@ -171,6 +190,7 @@ class RunnerPool:
         busy: BusyClients | None = None,
         vocab_size: int | None = None,
         max_abs_reward: float = DEFAULT_MAX_ABS_REWARD,
+        dynamic_timeout: DynamicTimeout | None = None,
     ):
         self.make_workflow = make_workflow
         self.num_runners = max(1, num_runners)
@@ -189,12 +209,47 @@ class RunnerPool:
         # What an experience must satisfy to enter the buffer (see experience_problem).
         self.vocab_size = vocab_size
         self.max_abs_reward = max_abs_reward
+        self.dynamic_timeout = dynamic_timeout
+        # The cancel event of each submitted job not finished yet (see abandon).
+        self._cancel_events: dict[Future, threading.Event] = {}
 
     def run(self, units: list[RunUnit]) -> list[UnitResult]:
+        """Run every unit and wait for all of them."""
+        return [future.result() for future in self.submit(units, abandonable=False)]
+
+    def submit(self, units: list[RunUnit], *, abandonable: bool = True) -> list[Future]:
+        """Start every unit; each future gives its ``UnitResult``. ``abandonable``: ``abandon`` may stop them."""
         # Counted before any starts, so the first request does not go out alone.
         self._count_unfinished(len(units))
-        futures: list[Future] = [self.executor.submit(self._run_unit, unit) for unit in units]
-        return [future.result() for future in futures]
+        futures = []
+        for unit in units:
+            cancel = threading.Event() if abandonable else None
+            future = self.executor.submit(self._run_unit, unit, cancel)
+            if cancel is not None:
+                with self._lock:
+                    self._cancel_events[future] = cancel
+                future.add_done_callback(self._forget_cancel_event)
+            futures.append(future)
+        return futures
+
+    def abandon(self, futures: list[Future]) -> None:
+        """Jobs whose step went on without them: queued ones never start, running ones are stopped."""
+        for future in futures:
+            if future.cancel():
+                self._count_unfinished(-1)  # it never ran, so _run_unit will not count it
+                continue
+            with self._lock:
+                cancel = self._cancel_events.get(future)
+            if cancel is not None:
+                cancel.set()
+
+    def attempt_timeout(self) -> float | None:
+        """The time limit of the next attempt: dynamic when configured, else max_timeout."""
+        return self.dynamic_timeout.current() if self.dynamic_timeout is not None else self.max_timeout
+
+    def _forget_cancel_event(self, future: Future) -> None:
+        with self._lock:
+            self._cancel_events.pop(future, None)
 
     def _count_unfinished(self, delta: int) -> None:
         with self._lock:
@@ -227,13 +282,15 @@ class RunnerPool:
             self.runner_states[runner_id] = {"status": "idle"}
             self._free_runners.append(runner_id)
 
-    def _run_unit(self, unit: RunUnit) -> UnitResult:
+    def _run_unit(self, unit: RunUnit, cancel: threading.Event | None = None) -> UnitResult:
         runner_id = self._acquire_runner()
         log = self.runner_loggers[runner_id % len(self.runner_loggers)]
         result = UnitResult(unit=unit)
         start = time.perf_counter()
         try:
             for attempt in range(self.max_retry_times + 1):
+                if cancel is not None and cancel.is_set():
+                    break  # abandoned: no further attempts
                 result.attempts = attempt + 1
                 self.runner_states[runner_id] = {
                     "status": "running",
@@ -242,9 +299,14 @@ class RunnerPool:
                     "started": time.monotonic(),
                 }
                 try:
+                    attempt_start = time.perf_counter()
+                    output = self._attempt(unit, runner_id, self.attempt_timeout(), cancel)
+                    attempt_seconds = time.perf_counter() - attempt_start
                     experiences, dropped = validate_output(
-                        self._attempt(unit, runner_id), vocab_size=self.vocab_size, max_abs_reward=self.max_abs_reward
+                        output, vocab_size=self.vocab_size, max_abs_reward=self.max_abs_reward
                     )
+                    if self.dynamic_timeout is not None:
+                        self.dynamic_timeout.record_success(attempt_seconds)
                     for reason in dropped:
                         log.warning("task %s: dropped %s", unit.task.task_id, reason)
                     result.dropped = dropped
@@ -256,6 +318,9 @@ class RunnerPool:
                     break
                 except ComponentDied:
                     raise  # an engine's process is gone: no retry can help, the run stops
+                except WorkflowAbandoned as error:
+                    result.error, result.abandoned = f"{type(error).__name__}: {error}", True
+                    break
                 except UserError as error:
                     # The same config or data mistake fails every attempt; do not retry it.
                     result.error = f"{type(error).__name__}: {error}"
@@ -273,7 +338,10 @@ class RunnerPool:
                         result.error,
                     )
                     log.debug("%s", traceback.format_exc())
-            if result.error:
+            if result.abandoned or (cancel is not None and cancel.is_set() and result.error):
+                result.abandoned = True
+                log.info("task %s: abandoned, its step went on without it", unit.task.task_id)
+            elif result.error:
                 self.logger.error("task %s gave up after %d attempts: %s", unit.task.task_id, result.attempts, result.error)
         finally:
             result.seconds = time.perf_counter() - start
@@ -281,24 +349,28 @@ class RunnerPool:
             self._count_unfinished(-1)
         return result
 
-    def _attempt(self, unit: RunUnit, runner_id: int) -> list[Experience]:
+    def _attempt(
+        self, unit: RunUnit, runner_id: int, timeout: float | None, cancel: threading.Event | None
+    ) -> list[Experience]:
         workflow = self.make_workflow(unit.task, runner_id)
         repeats_itself = getattr(workflow, "can_repeat", True)
         if self.concurrent_mode == "asynchronous":
-            return self._attempt_async(unit, runner_id, workflow, repeats_itself)
+            return self._attempt_async(unit, runner_id, workflow, repeats_itself, timeout)
         if repeats_itself or unit.task.repeat_times == 1:
-            return call_with_timeout(workflow.run, self.max_timeout)
+            return call_with_timeout(workflow.run, timeout, cancel=cancel)
         # One workflow instance per sample when the workflow cannot produce several itself.
         single = replace(unit.task, repeat_times=1)
         workflows = [workflow] + [self.make_workflow(single, runner_id) for _ in range(unit.task.repeat_times - 1)]
         if self.concurrent_mode == "multi-threading":
             with ThreadPoolExecutor(max_workers=len(workflows)) as pool:
-                parts = list(pool.map(lambda w: call_with_timeout(w.run, self.max_timeout), workflows))
+                parts = list(pool.map(lambda w: call_with_timeout(w.run, timeout, cancel=cancel), workflows))
         else:
-            parts = [call_with_timeout(w.run, self.max_timeout) for w in workflows]
+            parts = [call_with_timeout(w.run, timeout, cancel=cancel) for w in workflows]
         return [exp for part in parts for exp in part]
 
-    def _attempt_async(self, unit: RunUnit, runner_id: int, workflow: Any, repeats_itself: bool) -> list[Experience]:
+    def _attempt_async(
+        self, unit: RunUnit, runner_id: int, workflow: Any, repeats_itself: bool, timeout: float | None
+    ) -> list[Experience]:
         if repeats_itself or unit.task.repeat_times == 1:
             workflows = [workflow]
         else:
@@ -306,11 +378,11 @@ class RunnerPool:
             workflows = [workflow] + [self.make_workflow(single, runner_id) for _ in range(unit.task.repeat_times - 1)]
 
         async def run_all() -> list[list[Experience]]:
-            calls = [asyncio.wait_for(w.run_async(), self.max_timeout) for w in workflows]
+            calls = [asyncio.wait_for(w.run_async(), timeout) for w in workflows]
             return await asyncio.gather(*calls)
 
         try:
             parts = asyncio.run(run_all())
         except asyncio.TimeoutError as error:
-            raise WorkflowTimeout(f"workflow did not finish within {self.max_timeout:.0f}s") from error
+            raise WorkflowTimeout(f"workflow did not finish within {timeout:g}s") from error
         return [exp for part in parts for exp in part]

@@ -22,6 +22,11 @@ POLICY_LOSS = "actor/pg_loss"
 KL_LOSS = "actor/kl_loss"
 ENTROPY = "actor/entropy"
 
+# Seconds a side waited on the other before a step (explorer: for weights or for the trainer
+# to catch up; trainer: for experiences).
+IDLE_EXPLORER = "time/idle_explorer"
+IDLE_TRAINER = "time/idle_trainer"
+
 # Either role.
 STALENESS_MEAN = "staleness/mean"  # trainer step minus the model version that produced the data
 STALENESS_MAX = "staleness/max"

@@ -1,7 +1,8 @@
 """What a run did, in a dozen lines: computed from ``metrics.jsonl`` and the run directory.
 
 Steps done, best and last eval accuracy per taskset, the reward trend (mean of the first N
-explore steps against the last N), throughput, staleness, and where the checkpoints are.
+explore steps against the last N), throughput, staleness, idle time of explorer and trainer,
+and where the checkpoints are.
 Used at the end of ``trivium run``, by ``trivium report``, and in ``report.html``.
 """
 
@@ -39,6 +40,18 @@ class RewardTrend:
 
 
 @dataclass
+class IdleTime:
+    """Seconds one side waited on the other, over the steps that logged it."""
+
+    total: float
+    steps: int
+
+    @property
+    def per_step(self) -> float:
+        return self.total / self.steps if self.steps else 0.0
+
+
+@dataclass
 class RunSummary:
     run_dir: Path
     steps_done: dict[str, int] = field(default_factory=dict)  # role -> last step logged
@@ -48,6 +61,7 @@ class RunSummary:
     throughput: dict[str, dict[str, float]] = field(default_factory=dict)  # role -> {unit: mean}
     staleness_mean: float | None = None
     staleness_max: float | None = None
+    idle: dict[str, IdleTime] = field(default_factory=dict)  # role -> its waits on the other side
     checkpoint_steps: list[int] = field(default_factory=list)
 
     @property
@@ -91,6 +105,10 @@ def compute_summary(
         summary.staleness_mean = sum(staleness) / len(staleness)
     if staleness_peaks or staleness:
         summary.staleness_max = max(staleness_peaks or staleness)
+    for role, key in ((names.EXPLORER, names.IDLE_EXPLORER), (names.TRAINER, names.IDLE_TRAINER)):
+        _, waits = series(records, key, role=role)
+        if waits:
+            summary.idle[role] = IdleTime(total=sum(waits), steps=len(waits))
     return summary
 
 
@@ -157,6 +175,11 @@ def summary_lines(summary: RunSummary) -> list[str]:
         lines.append(f"throughput ({role}, recent): {text}")
     if summary.staleness_mean is not None:
         lines.append(f"staleness: mean {summary.staleness_mean:.2f}, max {summary.staleness_max:g} steps")
+    if summary.idle:
+        text = ", ".join(
+            f"{role} {idle.total:.1f}s ({idle.per_step:.3f}s per step)" for role, idle in summary.idle.items()
+        )
+        lines.append(f"idle (waiting on the other side): {text}")
     if summary.checkpoint_steps:
         steps = summary.checkpoint_steps
         shown = ", ".join(str(step) for step in steps[-5:])

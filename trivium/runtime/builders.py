@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from trivium.errors import UserError
+from trivium.explorer.dynamic_timeout import DynamicTimeout
 from trivium.explorer.explorer import EvalSet, Explorer
 from trivium.explorer.runner import RunnerPool
 from trivium.models.engine.busy_clients import BusyClients
@@ -120,6 +121,11 @@ def build_runner_pool(
         runner_loggers=loggers,
         logger=logging.getLogger("trivium.explorer"),
         busy=busy,
+        dynamic_timeout=(
+            DynamicTimeout(ratio=runners.dynamic_timeout_ratio, max_timeout=runners.max_timeout)
+            if runners.dynamic_timeout_ratio is not None
+            else None
+        ),
     )
 
 
@@ -199,6 +205,7 @@ def build_explorer(
         advantage_fn=explorer.group_advantage_fn,
         advantage_fn_args=dict(explorer.advantage_fn_args),
         max_repeat_times_per_runner=explorer.runners.max_repeat_times_per_runner,
+        over_rollout=explorer.over_rollout,
         max_failed_steps=explorer.runners.max_failed_steps,
         model_version=version_fn,
         logger=logging.getLogger("trivium.explorer"),

@@ -8,6 +8,11 @@
 - ``serve``: in ``trivium.serve.loop``: the policy served over HTTP to outside applications
   while the trainer learns from their rewarded sessions.
 
+Idle time: each explorer step logs ``time/idle_explorer`` (seconds it waited on the trainer
+before the step: in ``both`` for a weight version or, ``fully_async``, for the trainer to
+catch up; in ``colocate`` the trainer's turn), each trainer step ``time/idle_trainer`` (seconds
+it waited for experiences: in ``colocate`` the explorer's turn before it).
+
 The loops call the session and its two workers only. The workers are local objects or Ray
 actors (``trivium.runtime.ray_placement``); the loop code is the same.
 """
@@ -16,10 +21,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import traceback
 from typing import Any
 
 from trivium.errors import ComponentDied, SyncTimeout, UserError
+from trivium.monitor.metric_names import IDLE_EXPLORER, IDLE_TRAINER
 from trivium.runtime.session import RunSession
 from trivium.runtime.stopping import stop_requested
 from trivium.trainer import checkpoint as ckpt
@@ -52,10 +59,11 @@ def eval_if_due(session: RunSession) -> None:
         evaluate(session, step)
 
 
-def explore_once(session: RunSession, progress: Any) -> dict[str, float] | None:
-    """One explorer step, logged; None when the tasksets are exhausted."""
+def explore_once(session: RunSession, progress: Any, *, idle_seconds: float = 0.0) -> dict[str, float] | None:
+    """One explorer step, logged with the seconds it waited before it; None when the tasksets are exhausted."""
     metrics = session.explorer.explore_once()
     if metrics is not None:
+        metrics[IDLE_EXPLORER] = idle_seconds
         step = int(metrics["explorer/step"])
         session.log_explorer(metrics, step)
         if progress:
@@ -63,13 +71,19 @@ def explore_once(session: RunSession, progress: Any) -> dict[str, float] | None:
     return metrics
 
 
-def train_once(session: RunSession, progress: Any, timeout: float | None = None) -> tuple[dict[str, float], int] | None:
-    """One trainer step, logged and checkpointed when due: (metrics, rollouts used); None when the buffer is exhausted."""
+def train_once(
+    session: RunSession, progress: Any, timeout: float | None = None, *, idle_seconds: float = 0.0
+) -> tuple[dict[str, float], int] | None:
+    """One trainer step, logged and checkpointed when due: (metrics, rollouts used); None when the buffer is exhausted.
+
+    ``idle_seconds``: the trainer's wait before the step outside its own read (colocate: the explorer's turn).
+    """
     result = session.trainer.train_once(timeout)
     if result is None:
         return None
     metrics, consumed = result
     if metrics:
+        metrics[IDLE_TRAINER] = metrics.get(IDLE_TRAINER, 0.0) + idle_seconds
         step = session.trainer.global_step()
         session.log_trainer(metrics, step)
         if progress:
@@ -90,23 +104,29 @@ def run_colocate(session: RunSession, progress: Any = None) -> None:
     batch_size = session.settings.train_batch_size
     startup_eval(session)
     pending = session.restored_unread  # rollouts written and not yet trained on
+    explorer_idle = 0.0  # the trainer's turn since the last explorer step
     while not training_done(session):
-        metrics = explore_once(session, progress)
+        explore_start = time.perf_counter()
+        metrics = explore_once(session, progress, idle_seconds=explorer_idle)
         if metrics is None:
             break
+        trainer_idle, explorer_idle = time.perf_counter() - explore_start, 0.0
         pending += int(metrics.get("rollout/num_experiences", 0))
         step = int(metrics["explorer/step"])
         if step % sync.sync_interval == 0:
+            turn_start = time.perf_counter()
             trained = False
             while pending >= batch_size and not training_done(session):
-                result = train_once(session, progress, timeout=5.0)
+                result = train_once(session, progress, timeout=5.0, idle_seconds=trainer_idle)
                 if result is None:
                     break
+                trainer_idle = 0.0
                 pending -= result[1]
                 trained = trained or bool(result[0])
             if trained:
                 # One thread: the engine copies the tensors, so no snapshot is needed.
                 session.log_explorer(session.sync_now(copy=False), step)
+            explorer_idle = time.perf_counter() - turn_start
         eval_if_due(session)
     if pending:
         logger.info("%d experiences left over (less than one training batch)", pending)
@@ -117,15 +137,22 @@ def run_both(session: RunSession, progress: Any = None) -> None:
     errors: list[BaseException] = []
     stop = threading.Event()
 
+    # A resumed trainer's buffer holds experiences already written (fully_async counts them).
+    sync.experiences_written(session.restored_unread)
+
     def explorer_loop() -> None:
         try:
             startup_eval(session)
             while not stop.is_set() and not stop_requested():
+                wait_start = time.perf_counter()
                 update = sync.explorer_update(session.explorer.step() + 1)
+                idle = time.perf_counter() - wait_start
                 if update is not None:
                     session.log_explorer(session.load_weights(update), session.explorer.step())
-                if explore_once(session, progress) is None:
+                metrics = explore_once(session, progress, idle_seconds=idle)
+                if metrics is None:
                     break
+                sync.experiences_written(int(metrics.get("rollout/num_experiences", 0)))
                 eval_if_due(session)
         except BaseException as error:
             errors.append(error)
@@ -142,6 +169,7 @@ def run_both(session: RunSession, progress: Any = None) -> None:
                     break
                 if result[0] and sync.trainer_should_publish(session.trainer.model_version()):
                     session.publish_weights(copy=True)
+                sync.experiences_trained(result[1])
         except BaseException as error:
             errors.append(error)
             logger.error("trainer failed: %s", _described(error))

@@ -110,6 +110,7 @@ class RunSession:
             sync_offset=sync.offset,
             sync_timeout=sync.timeout,
             train_steps_per_explore_step=sync.train_steps_per_explore_step,
+            train_batch_size=self.settings.train_batch_size,
             run_dir=self.run_dir,
             logger=logger,
         )

@@ -20,6 +20,7 @@ from trivium.config.schema import PipelineConfig, StorageConfig
 from trivium.config.unused_keys import engine_options
 from trivium.config.modes import ModeTraits, traits_of
 from trivium.errors import UserError
+from trivium.explorer.over_rollout import OverRollout
 from trivium.models.engine import takes_lora_adapters
 from trivium.registry import loaded_plugin_dirs
 from trivium.runtime.cpu_share import split_cores
@@ -115,6 +116,7 @@ class RunnerSettings:
     env_vars: dict[str, str]
     max_repeat_times_per_runner: int | None
     max_failed_steps: int | None  # explore steps in a row with no usable experience before the run stops
+    dynamic_timeout_ratio: float | None  # attempt timeout = mean successful attempt seconds * this; None: off
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,7 @@ class ExplorerSettings:
     greedy_baseline: bool  # one greedy rollout per task, its reward the baseline (remax)
     uses_teacher: bool  # the first auxiliary model scores every rollout (distillation)
     runners: RunnerSettings
+    over_rollout: OverRollout  # a step goes on without its slowest tasks (ratio 0: waits for all)
     eval_interval: int
     eval_on_startup: bool
     runner_state_report_interval: float
@@ -390,6 +393,7 @@ def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads:
         max_token_len_per_gpu=int(trainer.max_token_len_per_gpu),
         total_steps=trainer.total_steps,
         old_logprobs_source=trainer.old_logprobs_source,
+        behaviour_weight_cap=None if trainer.behaviour_weight_cap is None else float(trainer.behaviour_weight_cap),
         share_prompt_forward=bool(trainer.share_prompt_forward),
         gradient_checkpointing=bool(trainer.enable_gradient_checkpointing),
         staleness_limit=staleness_limit,
@@ -564,6 +568,12 @@ def explorer_settings(config: Any, engine_threads: int | None = None) -> Explore
             env_vars={str(k): str(v) for k, v in (explorer.env_vars or {}).items()},
             max_repeat_times_per_runner=explorer.max_repeat_times_per_runner,
             max_failed_steps=explorer.max_failed_steps,
+            dynamic_timeout_ratio=float(explorer.dynamic_timeout.ratio) if explorer.dynamic_timeout.enable else None,
+        ),
+        over_rollout=OverRollout(
+            ratio=float(explorer.over_rollout.ratio),
+            wait_after_min=float(explorer.over_rollout.wait_after_min),
+            return_partial_tasks=bool(explorer.over_rollout.return_partial_tasks),
         ),
         eval_interval=int(explorer.eval_interval),
         eval_on_startup=bool(explorer.eval_on_startup),

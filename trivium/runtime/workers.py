@@ -30,6 +30,7 @@ from trivium.models.lora_delta import (
     update_bytes,
 )
 from trivium.models.model_dir import check_model_dir
+from trivium.monitor.metric_names import IDLE_TRAINER
 from trivium.runtime import builders, trained_samples
 from trivium.runtime.settings import RunSettings
 from trivium.sync.self_check import check_sync, trainer_logprobs
@@ -262,18 +263,21 @@ class TrainerWorker:
         if self.settings.trainer.cpu_threads:
             torch.set_num_threads(self.settings.trainer.cpu_threads)
         batch_size = self.settings.train_batch_size
+        read_start = time.perf_counter()
         try:
             experiences = self.reader.read(batch_size, timeout=timeout)
         except BufferExhausted:
             return None
         if not experiences:
             return {}, 0
+        waited = time.perf_counter() - read_start  # waiting for the explorer's experiences
         if len(experiences) < batch_size:
             self.log.info("read a partial batch of %d; training on it", len(experiences))
         sampled = [e.explore_step for e in experiences if not e.is_expert]
         self.newest_explore_step = max([self.newest_explore_step, *sampled])
         self.probe_experiences = [e for e in experiences[:2] if e.response_length > 0]
         metrics = self.trainer.train_step(experiences)
+        metrics[IDLE_TRAINER] = waited
         trained_samples.record_step(self.run_dir, self.trainer.global_step, experiences)
         return metrics, sum(not e.is_expert for e in experiences)
 

@@ -44,7 +44,7 @@ def check_serve_mode(config: TriviumConfig, problems: list[Problem]) -> None:
             f"'{config.algorithm.algorithm_type}' needs a greedy rollout of each task; mode '{mode}' has no tasks",
         ))
     synchronizer = config.synchronizer
-    if synchronizer.sync_style == "explorer_driven":
+    if synchronizer.sync_style in ("explorer_driven", "fully_async"):
         problems.append(Problem(
             "synchronizer.sync_style",
             f"mode '{mode}' loads new weights every sync_interval trainer steps; use fixed or trainer_driven",

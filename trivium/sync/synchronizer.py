@@ -11,6 +11,12 @@ report. When the explorer should sync and which version it needs follow ``sync_s
   weights, whatever the trainer's step, and waits for the trainer to hand them over.
 - ``trainer_driven``: the trainer publishes every ``sync_interval`` of its steps; the explorer
   picks up the newest at its next step boundary without waiting.
+- ``fully_async``: as ``trainer_driven``, plus a bound on the explorer's lead: it starts a step
+  only while at most ``sync_offset`` training batches are written and not yet trained (the
+  batch in training counts), so what it samples is trained at most ``sync_offset`` versions
+  after the newest published one. It never waits for a particular version; it waits only
+  when the trainer is that far behind. Counted in experiences, so partial steps (over-rollout)
+  cannot make it wait for a version the trainer has no data to reach.
 
 Transports: ``memory`` hands over tensors in-process; ``checkpoint`` writes the weights under
 the run directory and hands over the path. A wait longer than ``sync_timeout`` raises
@@ -65,6 +71,7 @@ class Synchronizer:
         sync_offset: int = 0,
         sync_timeout: float = 1200,
         train_steps_per_explore_step: float = 1.0,
+        train_batch_size: int = 1,
         run_dir: str | Path | None = None,
         logger: logging.Logger | None = None,
     ):
@@ -78,6 +85,7 @@ class Synchronizer:
         self.sync_offset = max(0, int(sync_offset))
         self.sync_timeout = sync_timeout
         self.ratio = train_steps_per_explore_step
+        self.train_batch_size = max(1, int(train_batch_size))
         self.run_dir = Path(run_dir) if run_dir else None
         self.logger = logger or logging.getLogger("trivium.sync")
         self._latest: WeightUpdate | None = None
@@ -85,6 +93,8 @@ class Synchronizer:
         self._sync_requested = False
         self._trainer_finished = False
         self.confirmed_version = 0
+        # fully_async: experiences written by the explorer and not yet trained on.
+        self._untrained = 0
 
     # ------------------------------------------------------------------ explorer side
     def explorer_should_sync(self, next_explore_step: int) -> bool:
@@ -142,7 +152,7 @@ class Synchronizer:
         if self.sync_style == "explorer_driven":
             with self._cond:
                 return self._sync_requested
-        if self.sync_style == "trainer_driven":
+        if self.sync_style in ("trainer_driven", "fully_async"):
             return trainer_version % self.sync_interval == 0
         # fixed: exactly the versions the explorer will ask for
         block = max(1, round(self.sync_interval * self.ratio))
@@ -181,15 +191,50 @@ class Synchronizer:
         """Before explorer step ``next_explore_step`` of a concurrent run: the update to load, if any.
 
         Blocks when the style makes the explorer wait (fixed: for the version it needs;
-        explorer_driven: for the trainer to hand over its newest weights).
+        explorer_driven: for the trainer to hand over its newest weights; fully_async: only
+        while the explorer is more than ``sync_offset`` batches ahead of the trainer).
         """
         if self.sync_style == "trainer_driven":
+            return self.poll()
+        if self.sync_style == "fully_async":
+            self.wait_within_lead()
             return self.poll()
         if not self.explorer_should_sync(next_explore_step):
             return None
         if self.sync_style == "explorer_driven":
             return self.request_sync()
         return self.wait_for(self.required_version(next_explore_step))
+
+    # ------------------------------------------------------------------ fully_async: the explorer's lead
+    @property
+    def lead_limit(self) -> int:
+        """Untrained experiences above which the explorer waits: ``sync_offset`` training batches."""
+        return self.sync_offset * self.train_batch_size
+
+    def experiences_written(self, count: int) -> None:
+        with self._cond:
+            self._untrained += count
+
+    def experiences_trained(self, count: int) -> None:
+        # The trainer may finish a batch before the explorer has counted the step it came from:
+        # the count dips below zero for a moment and stays exact.
+        with self._cond:
+            self._untrained -= count
+            self._cond.notify_all()
+
+    def wait_within_lead(self, timeout: float | None = None) -> None:
+        """Block while more than ``lead_limit`` written experiences are untrained (not after the trainer ends)."""
+        deadline = time.monotonic() + (self.sync_timeout if timeout is None else timeout)
+        with self._cond:
+            while self._untrained > self.lead_limit and not self._trainer_finished:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise SyncTimeout(
+                        f"the explorer waited {self.sync_timeout:.0f}s (synchronizer.sync_timeout) for the trainer to "
+                        f"train on its samples ({self._untrained} untrained, at most {self.lead_limit} allowed by "
+                        "synchronizer.sync_offset); the trainer may be stuck: check log/trainer.log"
+                    )
+                self._cond.wait(remaining)
 
     def trainer_finished(self) -> None:
         with self._cond:

@@ -70,6 +70,8 @@ class TrainerSettings:
     # logprobs are then identical to a separate pass); "recompute": a no-grad pass before
     # updating; "engine": the rollout engine's logprobs (the true behaviour policy).
     old_logprobs_source: str = "auto"
+    # "decoupled": the proximal policy as "auto", each token weighted by pi_prox / pi_engine, capped here.
+    behaviour_weight_cap: float | None = 5.0
     # Rows with the same prompt share one prompt pass (see trainer/forward.py).
     share_prompt_forward: bool = True
     gradient_checkpointing: bool = False

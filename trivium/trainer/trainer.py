@@ -20,6 +20,7 @@ from transformers import AutoModelForCausalLM
 
 from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_entropy, requires_episodes, requires_teacher
 from trivium.algorithm.aggregation import masked_mean
+from trivium.algorithm.decoupled import behaviour_importance_weights
 from trivium.algorithm.entropy import ENTROPY_LOSS_FNS
 from trivium.algorithm.kl import KL_FNS, apply_kl_penalty, kl_loss
 from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, needs_expert_mask, pairs_rows
@@ -259,8 +260,8 @@ class Trainer:
         source = self.settings.old_logprobs_source
         if source == "engine":
             return batch.old_logprobs
-        if source == "auto" and self.settings.ppo_epochs == 1:
-            return None  # taken from the update's own forward pass, detached
+        if source in ("auto", "decoupled") and self.settings.ppo_epochs == 1:
+            return None  # taken from the update's own forward pass, detached (decoupled: the proximal policy)
         return whole_batch_logprobs(self.actor, batch, plan, self.share_prompts)
 
     def update_policy(
@@ -288,6 +289,7 @@ class Trainer:
                     self.actor, micro, with_entropy=want_entropy, share_prompts=self.share_prompts
                 )
                 old = logprobs.detach() if old_logprobs is None else old_logprobs[rows, :R]
+                advantages, weight_metrics = self.decoupled_advantages(micro, old)
                 extra: dict[str, Any] = {}
                 if ref_logprobs is not None:
                     extra["ref_logprobs"] = ref_logprobs[rows, :R]
@@ -298,7 +300,7 @@ class Trainer:
                 pg_loss, pg_metrics = policy_loss_fn(
                     logprobs=logprobs,
                     old_logprobs=old,
-                    advantages=micro.advantages,
+                    advantages=advantages,
                     response_mask=micro.response_mask,
                     loss_agg_mode=loss_cfg.loss_agg_mode,
                     **extra,
@@ -307,6 +309,7 @@ class Trainer:
                 total = pg_loss
                 step_metrics = {f"actor/{k}": float(v) for k, v in pg_metrics.items()}
                 step_metrics["actor/pg_loss"] = float(pg_loss.detach())
+                step_metrics.update({f"decoupled/{k}": v for k, v in weight_metrics.items()})
                 if use_kl_loss:
                     kl_value, kl_metrics = kl_loss(
                         logprobs,
@@ -345,6 +348,20 @@ class Trainer:
         totals["actor/grad_norm"] = float(grad_norm)
         totals["actor/lr"] = float(self.scheduler.get_last_lr()[0])
         return totals
+
+    def decoupled_advantages(
+        self, micro: ExperienceBatch, proximal_logprobs: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The micro-batch's advantages, times pi_prox / pi_engine per token under the decoupled objective."""
+        if self.settings.old_logprobs_source != "decoupled":
+            return micro.advantages, {}
+        weights, metrics = behaviour_importance_weights(
+            proximal_logprobs=proximal_logprobs,
+            behaviour_logprobs=micro.old_logprobs,
+            response_mask=micro.response_mask,
+            cap=self.settings.behaviour_weight_cap,
+        )
+        return micro.advantages * weights, metrics
 
     def update_critic(self, batch: ExperienceBatch, plan: list[list[int]], old_values: torch.Tensor) -> dict[str, float]:
         totals: dict[str, float] = {}

@@ -241,7 +241,7 @@ def _devices(config: TriviumConfig, problems: list[Problem]) -> None:
 
 
 def _sync(config: TriviumConfig, problems: list[Problem]) -> None:
-    synchronizer = config.synchronizer
+    synchronizer, mode = config.synchronizer, config.mode
     if config.explorer.over_rollout.ratio > 0 and synchronizer.sync_style == "fixed":
         problems.append(Problem(
             "explorer.over_rollout.ratio",

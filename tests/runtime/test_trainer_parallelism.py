@@ -53,6 +53,11 @@ def test_verl_offload_setting_is_read_as_the_trainer_key(tmp_path):
         run_settings(tmp_path, trainer_config=verl)
 
 
+def test_gradient_checkpointing_over_several_ranks_is_refused(tmp_path):
+    with pytest.raises(NotImplementedError, match="enable_gradient_checkpointing"):
+        run_settings(tmp_path, data_parallel_size=2, enable_gradient_checkpointing=True)
+
+
 def test_lora_over_several_ranks_is_refused(tmp_path):
     data = {
         "mode": "both",

@@ -12,9 +12,9 @@ from trivium.models.tiny import build_tiny_model
 from .conftest import read_metrics
 
 QUICKSTART_FSDP = Path(__file__).resolve().parents[2] / "examples" / "quickstart_fsdp.yaml"
-GRPO_STEPS = 20
-# Stopped before it has learned to carry, the warm-up leaves GRPO room to raise the reward.
-SFT_STEPS = 300
+# The GRPO stage shortened as in test_quickstart_learns.py; the SFT stage as in the quickstart
+# (stopped at 300 steps, before the model learns to carry, 20 GRPO steps did not raise the reward).
+GRPO_STEPS = 40
 
 
 @pytest.mark.slow
@@ -25,14 +25,15 @@ def test_fsdp_grpo_stage_raises_reward_and_resumes_on_one_rank(tmp_path, monkeyp
         "TRIVIUM_DATA_PATH", str(build_task_data("arithmetic", tmp_path / "data", num_train=2000, num_test=200))
     )
     monkeypatch.setenv("TRIVIUM_CHECKPOINT_ROOT_DIR", str(tmp_path / "runs"))
-    shortened = [f"stages[0].buffer.total_steps={SFT_STEPS}", f"explorer.eval_interval={GRPO_STEPS}"]
+    shortened = [f"explorer.eval_interval={GRPO_STEPS}"]
     assert main(["run", "--config", str(QUICKSTART_FSDP), f"buffer.total_steps={GRPO_STEPS}", *shortened]) == 0
 
     run_dir = tmp_path / "runs" / "quickstart" / "arithmetic_fsdp" / "grpo"
     records = read_metrics(run_dir)
     rewards = [r["rollout/reward_mean"] for r in records if "rollout/reward_mean" in r]
     assert len(rewards) == GRPO_STEPS
-    first, last = sum(rewards[:6]) / 6, sum(rewards[-6:]) / 6
+    first, last = sum(rewards[:8]) / 8, sum(rewards[-8:]) / 8
+    # The warm-up sometimes learns the task outright; then staying at the ceiling is the bar.
     assert last > first + 0.05 or min(first, last) >= 0.95, f"reward did not rise: {first:.3f} -> {last:.3f}"
     final = run_dir / f"global_step_{GRPO_STEPS}" / "actor"
     assert (final / "sharded" / ".metadata").is_file(), "two ranks write a sharded checkpoint"

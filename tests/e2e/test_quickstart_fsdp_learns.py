@@ -18,7 +18,7 @@ GRPO_STEPS = 40
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1500)
+@pytest.mark.timeout(1500)  # about 17 min on two shared cores: the SFT warm-up is most of it
 def test_fsdp_grpo_stage_raises_reward_and_resumes_on_one_rank(tmp_path, monkeypatch):
     monkeypatch.setenv("TRIVIUM_MODEL_PATH", str(build_tiny_model(tmp_path / "model", preset="tiny", seed=0)))
     monkeypatch.setenv(

@@ -33,6 +33,7 @@ CONSUMED_BEFORE_THE_RUNTIME = {
 # Keys refused with a clear error when set (not silently accepted).
 REFUSED = {
     "model.tinker.enable", "trainer.ulysses_sequence_parallel_size",
+    "trainer.param_offload", "trainer.optimizer_offload",  # GPU memory offload, refused on a CPU
     "explorer.auxiliary_models[0].engine_num",
 }
 # A key whose effect needs another key set too: probed with that context.
@@ -48,6 +49,7 @@ CONTEXT = {
 # Probe values where the generic rule would give an invalid or meaningless one.
 PROBES = {
     "algorithm.advantage_fn": "rloo",
+    "trainer.trainer_strategy": "none",  # fsdp and fsdp2 are one strategy
     "algorithm.policy_loss_fn": "gspo",
     "algorithm.kl_penalty_fn": "k2",
     "algorithm.kl_loss_fn": "k3",

@@ -366,6 +366,8 @@ TRAINER_CONFIG_ALIASES = {
     ("critic", "optim", "lr"): "critic_lr",
     ("critic", "cliprange_value"): "cliprange_value",
     ("actor_rollout_ref", "model", "enable_gradient_checkpointing"): "enable_gradient_checkpointing",
+    ("actor_rollout_ref", "actor", "fsdp_config", "param_offload"): "param_offload",
+    ("actor_rollout_ref", "actor", "fsdp_config", "optimizer_offload"): "optimizer_offload",
 }
 
 
@@ -386,6 +388,10 @@ def _fill_trainer(config: TriviumConfig, notes: list[Suggestion]) -> None:
         trainer.max_token_len_per_gpu = max(DEFAULT_MICRO_BATCH_TOKENS, 2 * config.model.max_model_len)
     if trainer.total_steps is None:
         trainer.total_steps = trainer_total_steps(config)
+    if trainer.data_parallel_size is None:
+        # One rank per trainer GPU; a CPU-only machine states its rank count explicitly.
+        on_gpu = config.cluster.device_type == "cuda"
+        trainer.data_parallel_size = max(1, int(config.cluster.trainer_devices or 0)) if on_gpu else 1
 
 
 def _copy_trainer_config_aliases(config: TriviumConfig, notes: list[Suggestion]) -> None:

@@ -549,8 +549,27 @@ class TrainerConfig:
     name: str = opt("trainer", "Name of the trainer component.")
     trainer_type: str = opt("default", "Trainer backend; 'verl' is accepted as an alias of 'default'.", TRAINER_TYPES)
     trainer_strategy: str = opt(
-        "fsdp", "Parallelism over several devices ('none' on one device).", TRAINER_STRATEGIES,
-        unused="the built-in trainer runs on one device, so every strategy trains the same way",
+        "fsdp",
+        "Parallelism of the trainer over its ranks: 'fsdp' and 'fsdp2' both shard actor, reference and "
+        "critic with PyTorch's FSDP2 (fully_shard) when data_parallel_size > 1; with one rank they "
+        "train unsharded. 'none' allows one rank only; 'megatron' is not implemented.",
+        TRAINER_STRATEGIES,
+    )
+    data_parallel_size: Optional[int] = opt(
+        None,
+        "(derived when unset) Ranks of the trainer, each training on its share of every batch: "
+        "cluster.trainer_devices on GPUs (one rank per device, nccl), 1 on a CPU-only machine. Set it "
+        "to N on a CPU to run N trainer processes over gloo; with cluster.placement 'process' only.",
+    )
+    param_offload: bool = opt(
+        False,
+        "Keep the trainer's sharded parameters and gradients in CPU memory (FSDP2's CPUOffloadPolicy; "
+        "the optimizer then steps there too). GPU ranks with data_parallel_size > 1 only.",
+    )
+    optimizer_offload: bool = opt(
+        False,
+        "Keep the optimizer state in CPU memory. FSDP2 keeps it with the parameter shards, so it "
+        "requires param_offload: true (which offloads both).",
     )
     total_steps: Optional[int] = opt(None, "(derived when unset) Trainer steps of the run.")
     save_interval: int = opt(0, "Trainer steps between checkpoints; 0 saves only at the end.")

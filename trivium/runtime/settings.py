@@ -308,10 +308,52 @@ def check_supported(config: Any) -> None:
         raise NotImplementedError(
             "sequence parallelism (trainer.ulysses_sequence_parallel_size > 1) is not implemented; set it to 1"
         )
-    if (config.cluster.trainer_devices or 0) > 1 and config.cluster.device_type == "cuda":
+    check_trainer_parallelism(config)
+
+
+def check_trainer_parallelism(config: Any) -> None:
+    """Ranks, strategy, placement and offload of the trainer (docs/fsdp.md)."""
+    trainer, cluster = config.trainer, config.cluster
+    ranks = int(trainer.data_parallel_size or 1)
+    on_gpu = cluster.device_type == "cuda"
+    if ranks < 1:
+        raise UserError(f"trainer.data_parallel_size must be >= 1, got {ranks}")
+    if ranks > 1 and trainer.trainer_strategy == "none":
+        raise UserError(
+            f"trainer.data_parallel_size is {ranks} but trainer.trainer_strategy is 'none' (one rank); "
+            "set trainer_strategy: fsdp2 or data_parallel_size: 1"
+        )
+    if ranks > 1 and on_gpu and ranks > int(cluster.trainer_devices or 0):
+        raise UserError(
+            f"trainer.data_parallel_size is {ranks} but the trainer has {cluster.trainer_devices} GPU(s) "
+            "(cluster.trainer_devices); use at most one rank per GPU"
+        )
+    if ranks > 1 and cluster.uses_ray:
         raise NotImplementedError(
-            f"the built-in trainer runs on one device; the config gives it {config.cluster.trainer_devices} "
-            "(FSDP over several GPUs is not implemented)"
+            f"a trainer of {ranks} ranks runs its ranks as processes of this machine; under Ray placement "
+            "the trainer is one actor with one rank. Set cluster.placement: process (one machine), or "
+            "trainer.data_parallel_size: 1"
+        )
+    if ranks > 1 and trainer.enable_gradient_checkpointing:
+        raise NotImplementedError(
+            "trainer.enable_gradient_checkpointing with trainer.data_parallel_size > 1 is not implemented; "
+            "turn one of them off"
+        )
+    if ranks > 1 and config.model.lora_configs:
+        raise NotImplementedError("LoRA (model.lora_configs) with trainer.data_parallel_size > 1 is not implemented")
+    offload = [key for key in ("param_offload", "optimizer_offload") if getattr(trainer, key)]
+    if offload and not on_gpu:
+        raise UserError(
+            f"trainer.{offload[0]} moves GPU memory to the CPU; this run trains on the CPU already. Remove it"
+        )
+    if offload and ranks < 2:
+        raise NotImplementedError(
+            f"trainer.{offload[0]} is applied through FSDP2 and needs trainer.data_parallel_size >= 2"
+        )
+    if trainer.optimizer_offload and not trainer.param_offload:
+        raise UserError(
+            "trainer.optimizer_offload without trainer.param_offload: FSDP2 keeps the optimizer state with "
+            "the parameter shards; set param_offload: true to offload both"
         )
 
 
@@ -405,6 +447,9 @@ def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads:
         dtype=config.model.dtype,
         device="cuda" if config.cluster.device_type == "cuda" else "cpu",
         cpu_threads=cpu_threads,
+        data_parallel_size=int(trainer.data_parallel_size or 1),
+        strategy="none" if trainer.trainer_strategy == "none" else "fsdp2",
+        param_offload=bool(trainer.param_offload),
     )
 
 

@@ -33,7 +33,7 @@ from trivium.models.model_dir import check_model_dir
 from trivium.monitor.metric_names import IDLE_TRAINER
 from trivium.runtime import builders, trained_samples
 from trivium.runtime.settings import RunSettings
-from trivium.sync.self_check import check_sync, trainer_logprobs
+from trivium.sync.self_check import check_sync
 from trivium.sync.synchronizer import WeightUpdate, stage_weights
 from trivium.trainer import checkpoint as ckpt
 
@@ -299,7 +299,7 @@ class TrainerWorker:
         self.publications += 1
         # The check costs a forward pass on each side; a broken transport fails every sync alike.
         probes = (self.probe_experiences[-2:] or None) if due else None
-        scores = trainer_logprobs(self.trainer.actor, probes, self.trainer.pad_token_id) if probes else None
+        scores = self.trainer.probe_logprobs(probes) if probes else None
         version, weights = self.trainer.model_version, self.trainer.weights_for_sync()
         if method == "nccl" and self._broadcast_group is not None:
             snapshot = {name: tensor.detach().clone() for name, tensor in weights.items()}
@@ -373,6 +373,7 @@ class TrainerWorker:
     def close(self) -> None:
         if self._broadcast_group is not None:
             self._broadcast_group.close()
+        self.trainer.close()
 
 
 def load_actor_weights(actor_dir: Path, *, merge_adapter: bool = False) -> dict[str, torch.Tensor]:

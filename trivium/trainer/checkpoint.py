@@ -7,6 +7,9 @@ Layout (``N`` = trainer step):
   global_step_N/actor/huggingface a self-contained export with the tokenizer (save_hf_checkpoint);
                                   under LoRA the base model with the adapter merged in
   global_step_N/critic/           the critic trunk, value head and optimizer (ppo)
+  global_step_N/{actor,critic}/sharded/  saved by several ranks: the model and optimizer
+                                  shards (torch.distributed.checkpoint); optimizer.pt then
+                                  holds the scheduler alone. The whole weights are still saved.
   global_step_N/explorer_state.json  where the explorer stood in its data
   latest_checkpointed_iteration.txt
 
@@ -93,6 +96,9 @@ def checkpoint_problem(run_dir: str | Path, step: int) -> str | None:
         return f"actor/trainer_state.json is unreadable: {error}"
     if not isinstance(state, dict) or state.get("global_step") != step:
         return f"actor/trainer_state.json records step {state.get('global_step') if isinstance(state, dict) else state!r}, not {step}"
+    for component in (actor, actor.parent / "critic"):
+        if (component / "sharded").is_dir() and not (component / "sharded" / ".metadata").is_file():
+            return f"{component.name}/sharded has no .metadata (the sharded save did not finish)"
     if (actor / "adapter_config.json").is_file():  # a LoRA run saves its adapter, in peft's format
         weights = sorted(actor.glob("adapter_model.safetensors"))
         if not weights:
@@ -167,40 +173,66 @@ def recover_interrupted_save(run_dir: str | Path) -> list[int]:
     return repaired
 
 
+def staging_dir(run_dir: str | Path, step: int) -> Path:
+    """Where checkpoint ``step`` is written before it is renamed into place."""
+    final = step_dir(run_dir, step)
+    return final.with_name(final.name + ".tmp")
+
+
+def prepare_staging(run_dir: str | Path, step: int) -> Path:
+    """Repair interrupted saves and clear the staging directory of ``step``; returns it."""
+    tmp = staging_dir(run_dir, step)
+    recover_interrupted_save(run_dir)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return tmp
+
+
 def save_checkpoint(
     run_dir: str | Path,
     step: int,
     *,
     actor: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
+    optimizer: torch.optim.Optimizer | None,
     scheduler: Any,
     trainer_state: dict[str, Any],
     tokenizer: Any = None,
     export_hf: bool = False,
     export_model: torch.nn.Module | None = None,
+    actor_weights: dict[str, torch.Tensor] | None = None,
     critic: torch.nn.Module | None = None,
     critic_optimizer: torch.optim.Optimizer | None = None,
+    critic_weights: dict[str, torch.Tensor] | None = None,
     extra_files: dict[str, dict] | None = None,
+    staged: bool = False,
 ) -> Path:
+    """Write checkpoint ``step``. ``staged``: the ranks of a sharded trainer already wrote their
+    shards into the staging directory, and ``optimizer`` is None (its state is in the shards);
+    ``actor_weights``/``critic_weights`` are then the gathered whole weights to save."""
     final = step_dir(run_dir, step)
-    tmp = final.with_name(final.name + ".tmp")
-    recover_interrupted_save(run_dir)
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = staging_dir(run_dir, step) if staged else prepare_staging(run_dir, step)
     actor_dir = tmp / "actor"
-    actor.save_pretrained(actor_dir, safe_serialization=True)
+    actor.save_pretrained(actor_dir, safe_serialization=True, state_dict=actor_weights)
     if tokenizer is not None:
         tokenizer.save_pretrained(actor_dir)  # the actor directory loads on its own
-    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, actor_dir / "optimizer.pt")
+    optimizer_state = {"optimizer": optimizer.state_dict()} if optimizer is not None else {}
+    torch.save({**optimizer_state, "scheduler": scheduler.state_dict()}, actor_dir / "optimizer.pt")
     if export_hf:
         hf_dir = actor_dir / "huggingface"
         # A LoRA actor saves its adapter above; the export is the model with the adapter merged in.
-        (export_model or actor).save_pretrained(hf_dir, safe_serialization=True)
+        if export_model is not None:
+            export_model.save_pretrained(hf_dir, safe_serialization=True)
+        else:
+            actor.save_pretrained(hf_dir, safe_serialization=True, state_dict=actor_weights)
         if tokenizer is not None:
             tokenizer.save_pretrained(hf_dir)
     if critic is not None:
         critic_dir = tmp / "critic"
-        critic.trunk.save_pretrained(critic_dir, safe_serialization=True)
-        critic.save_value_head(critic_dir)
+        trunk_state = head_state = None
+        if critic_weights is not None:
+            trunk_state = {k.removeprefix("trunk."): v for k, v in critic_weights.items() if k.startswith("trunk.")}
+            head_state = {k.removeprefix("value_head."): v for k, v in critic_weights.items() if k.startswith("value_head.")}
+        critic.trunk.save_pretrained(critic_dir, safe_serialization=True, state_dict=trunk_state)
+        critic.save_value_head(critic_dir, state=head_state)
         if critic_optimizer is not None:
             torch.save({"optimizer": critic_optimizer.state_dict()}, critic_dir / "optimizer.pt")
     for name, content in (extra_files or {}).items():

@@ -28,10 +28,16 @@ class CriticModel(torch.nn.Module):
             critic.value_head.load_state_dict(load_file(str(head)))
         return critic
 
-    def save_value_head(self, directory: str | Path) -> None:
-        save_file({k: v.contiguous() for k, v in self.value_head.state_dict().items()}, str(Path(directory) / "value_head.safetensors"))
+    def save_value_head(self, directory: str | Path, *, state: dict[str, torch.Tensor] | None = None) -> None:
+        """Write the head's weights (``state``: whole weights gathered from a sharded critic)."""
+        state = self.value_head.state_dict() if state is None else state
+        save_file({k: v.contiguous() for k, v in state.items()}, str(Path(directory) / "value_head.safetensors"))
 
     def response_values(self, batch: ExperienceBatch) -> torch.Tensor:
+        """Value of the state before each response token: (B, R)."""
+        return self(batch)  # through forward: a sharded critic gathers its weights there
+
+    def forward(self, batch: ExperienceBatch) -> torch.Tensor:
         """Value of the state before each response token: (B, R)."""
         hidden = self.trunk(
             input_ids=batch.input_ids,

@@ -85,6 +85,14 @@ class TrainerSettings:
     learns_from_rollouts: bool = True
     dtype: str = "float32"
     device: str = "cpu"
+    # Ranks of the data-parallel trainer; over N > 1 the models are sharded with FSDP2
+    # (trainer/rank_group.py starts the other ranks).
+    data_parallel_size: int = 1
+    strategy: str = "fsdp2"  # fsdp2 (trainer_strategy fsdp or fsdp2) or none: one rank only
+    # FSDP2's CPUOffloadPolicy: parameter and gradient shards (so the optimizer step) in CPU memory.
+    param_offload: bool = False
+    # Seconds a rank waits in a collective, including the other ranks' wait for rank 0's next call.
+    collective_timeout: float = 3600.0
     # torch threads of the training thread (None: the process default); set when the trainer
     # shares one CPU with engines that run at the same time.
     cpu_threads: int | None = None

@@ -5,6 +5,10 @@
 
 The loss math lives in ``trivium.algorithm``; this module only moves tensors, accumulates
 gradients over micro-batches, steps optimizers and keeps checkpoints.
+
+With ``data_parallel_size`` N > 1 the models are sharded with FSDP2 over N ranks: this
+object is rank 0, which starts the others (``rank_group.py``); each rank runs its share of
+every batch's micro-batches (``data_parallel.py``) and the update equals one process's.
 """
 
 from __future__ import annotations
@@ -33,10 +37,22 @@ from trivium.models.model_dir import check_model_dir
 from trivium.trainer import checkpoint as ckpt
 from trivium.trainer import lora
 from trivium.trainer.critic import CriticModel
+from trivium.trainer.data_parallel import DataParallel
 from trivium.trainer.forward import response_logprobs, whole_batch_entropy_terms, whole_batch_logprobs
+from trivium.trainer.fsdp import clip_gradients, full_weight_buckets, shard_model
 from trivium.trainer.micro_batch import loss_scale, plan_micro_batches
 from trivium.trainer.optim import build_optimizer, build_scheduler
+from trivium.trainer.rank_group import RankGroup, follow, on_every_rank
 from trivium.trainer.settings import TrainerSettings
+from trivium.trainer.sharded_checkpoint import (
+    SHARDED_DIR,
+    full_model_state,
+    is_sharded_save,
+    load_full_model_state,
+    load_sharded,
+    load_unsharded_optimizer_state,
+    save_sharded,
+)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": torch.float32}
 
@@ -64,7 +80,17 @@ class Trainer:
         tokenizer: Any = None,
         pad_token_id: int = 0,
         logger: logging.Logger | None = None,
+        rank_group: RankGroup | None = None,
     ):
+        if settings.data_parallel_size > 1 and settings.lora is not None:
+            raise NotImplementedError("LoRA (model.lora_configs) with several trainer ranks is not implemented")
+        if settings.data_parallel_size > 1 and settings.gradient_checkpointing:
+            raise NotImplementedError("gradient checkpointing with several trainer ranks is not implemented")
+        # Rank 0 starts the other ranks first: they load their models while it loads its own.
+        if rank_group is None and settings.data_parallel_size > 1:
+            rank_group = start_ranks(settings, run_dir=run_dir, pad_token_id=pad_token_id)
+        self.rank_group = rank_group
+        self.parallel = DataParallel(rank=rank_group.rank, world_size=rank_group.world_size) if rank_group else DataParallel()
         self.settings = settings
         self.run_dir = Path(run_dir)
         self.tokenizer = tokenizer
@@ -72,8 +98,9 @@ class Trainer:
         self.logger = logger or logging.getLogger("trivium.trainer")
         self.global_step = 0
 
-        self.device = torch.device(settings.device)
-        self.actor = load_causal_lm(settings.model_path, settings.dtype, device=settings.device)
+        self.device = rank_group.device if rank_group else torch.device(settings.device)
+        device = str(self.device)
+        self.actor = load_causal_lm(settings.model_path, settings.dtype, device=device)
         if settings.lora is not None:
             self.actor = lora.wrap_with_lora(self.actor, settings.lora)
         if settings.gradient_checkpointing:
@@ -83,10 +110,11 @@ class Trainer:
         self.actor.train()
         # Under LoRA the reference is the actor with its adapter switched off: no second copy.
         self.reference = (
-            load_causal_lm(settings.model_path, settings.dtype, trainable=False, device=settings.device)
+            load_causal_lm(settings.model_path, settings.dtype, trainable=False, device=device)
             if settings.loss.needs_reference and settings.lora is None
             else None
         )
+        self._shard(self.actor, self.reference)
         schedule = dict(
             scheduler_type=settings.lr_scheduler_type,
             total_steps=settings.total_steps,
@@ -104,12 +132,32 @@ class Trainer:
             critic_path = check_model_dir(settings.critic_model_path or settings.model_path, key=critic_key)
             self.critic = CriticModel.from_pretrained(str(critic_path)).to(self.device)
             self.critic.train()
+            self._shard(self.critic)
             self.critic_optimizer = build_optimizer(
                 self.critic.parameters(), lr=settings.critic_lr, weight_decay=settings.weight_decay
             )
             self.critic_scheduler = build_scheduler(self.critic_optimizer, **schedule)
 
+    def _shard(self, *models: torch.nn.Module | None) -> None:
+        """FSDP2 over the ranks (before the optimizers are built: they hold the shards)."""
+        if not self.parallel.sharded:
+            return
+        for model in models:
+            if model is not None:
+                shard_model(
+                    model,
+                    device_type=self.device.type,
+                    world_size=self.parallel.world_size,
+                    offload_params=self.settings.param_offload,
+                )
+
+    def close(self) -> None:
+        """Rank 0: stop the other ranks and leave the process group (nothing to do on one rank)."""
+        if self.rank_group is not None and self.rank_group.leads:
+            self.rank_group.close()
+
     # ------------------------------------------------------------------ the step
+    @on_every_rank
     def train_step(self, experiences: list[Experience]) -> dict[str, float]:
         start = time.perf_counter()
         experiences, stale_metrics = self.apply_staleness_control(experiences)
@@ -149,7 +197,13 @@ class Trainer:
     @property
     def share_prompts(self) -> bool:
         # Gradient checkpointing turns the model's cache off, which the shared pass needs.
-        return self.settings.share_prompt_forward and not self.settings.gradient_checkpointing
+        # Over several ranks every rank must run the same number of forwards per micro-batch,
+        # and whether prompts are shared depends on the rows a rank holds.
+        return (
+            self.settings.share_prompt_forward
+            and not self.settings.gradient_checkpointing
+            and not self.parallel.sharded
+        )
 
     def plan(self, batch: ExperienceBatch) -> list[list[int]]:
         s = self.settings
@@ -195,17 +249,34 @@ class Trainer:
     def compute_reference(self, batch: ExperienceBatch, plan: list[list[int]]) -> torch.Tensor:
         """Logprobs of the reference policy (the initial weights): (batch, response_len)."""
         if self.reference is not None:
-            return whole_batch_logprobs(self.reference, batch, plan, self.share_prompts)
+            return self.batch_logprobs(self.reference, batch, plan)
         with lora.reference_model(self.actor) as reference:
-            return whole_batch_logprobs(reference, batch, plan, self.share_prompts)
+            return self.batch_logprobs(reference, batch, plan)
+
+    def batch_logprobs(self, model: torch.nn.Module, batch: ExperienceBatch, plan: list[list[int]]) -> torch.Tensor:
+        """Response logprobs (B, R) without grad; each rank computes its micro-batches, then all sum."""
+        mine, repeats = self.parallel.split(plan)
+        logprobs = whole_batch_logprobs(model, batch, mine, self.share_prompts)
+        if repeats:
+            whole_batch_logprobs(model, batch, repeats, self.share_prompts)
+        return self.parallel.sum_rows(logprobs)
+
+    def batch_entropy_terms(self, batch: ExperienceBatch, plan: list[list[int]]) -> dict[str, torch.Tensor]:
+        mine, repeats = self.parallel.split(plan)
+        terms = whole_batch_entropy_terms(self.actor, batch, mine, self.share_prompts)
+        if repeats:
+            whole_batch_entropy_terms(self.actor, batch, repeats, self.share_prompts)
+        return {name: self.parallel.sum_rows(tensor) for name, tensor in terms.items()}
 
     def compute_values(self, batch: ExperienceBatch, plan: list[list[int]]) -> torch.Tensor:
         values = torch.zeros_like(batch.response_mask)
         with torch.no_grad():
-            for rows in plan:
-                micro = batch.select(rows)
-                values[rows, : micro.response_length] = self.critic.response_values(micro)
-        return values
+            for share in self.parallel.micro_batches(plan):
+                micro = batch.select(share.rows)
+                computed = self.critic.response_values(micro)
+                if share.counts:
+                    values[share.rows, : micro.response_length] = computed
+        return self.parallel.sum_rows(values)
 
     def compute_advantages(
         self,
@@ -224,8 +295,7 @@ class Trainer:
         rows = torch.arange(batch.batch_size, device=self.device)
         token_rewards[rows, (lengths - 1).clamp(min=0)] = batch.rewards
         if ref_logprobs is not None and loss.kl_penalty_fn != "none" and loss.kl_penalty_coef > 0:
-            with torch.no_grad():
-                current = whole_batch_logprobs(self.actor, batch, self.plan(batch), self.share_prompts)
+            current = self.batch_logprobs(self.actor, batch, self.plan(batch))
             kl = KL_FNS.get(loss.kl_penalty_fn)(current, ref_logprobs)
             token_rewards, kl_metrics = apply_kl_penalty(token_rewards, kl, batch.response_mask, loss.kl_penalty_coef)
             metrics.update(kl_metrics)
@@ -234,7 +304,7 @@ class Trainer:
         advantage_fn = ADVANTAGE_FNS.get(loss.advantage_fn)
         extra: dict[str, Any] = {}
         if requires_entropy(advantage_fn):
-            extra = whole_batch_entropy_terms(self.actor, batch, self.plan(batch), self.share_prompts)
+            extra = self.batch_entropy_terms(batch, self.plan(batch))
         if requires_teacher(advantage_fn):
             extra.update(old_logprobs=batch.old_logprobs, teacher_logprobs=batch.teacher_logprobs)
         if requires_episodes(advantage_fn):
@@ -262,7 +332,7 @@ class Trainer:
             return batch.old_logprobs
         if source in ("auto", "decoupled") and self.settings.ppo_epochs == 1:
             return None  # taken from the update's own forward pass, detached (decoupled: the proximal policy)
-        return whole_batch_logprobs(self.actor, batch, plan, self.share_prompts)
+        return self.batch_logprobs(self.actor, batch, plan)
 
     def update_policy(
         self,
@@ -282,7 +352,8 @@ class Trainer:
         grad_norm = torch.tensor(0.0)
         for _ in range(self.settings.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
-            for rows in plan:
+            for share in self.parallel.micro_batches(plan):
+                rows = share.rows
                 micro = batch.select(rows)
                 R = micro.response_length
                 logprobs, entropy = response_logprobs(
@@ -335,16 +406,18 @@ class Trainer:
                 elif self.learns_from_rollouts and micro.response_mask.any():
                     # The mean surprisal of on-policy samples estimates the entropy for free.
                     step_metrics["actor/entropy"] = float(-masked_mean(logprobs.detach(), micro.response_mask))
-                weight = loss_scale(micro, batch, loss_cfg.loss_agg_mode)
-                (total * weight).backward()
-                for key, value in step_metrics.items():
-                    totals[key] = totals.get(key, 0.0) + value * weight / self.settings.ppo_epochs
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.actor.parameters(), self.settings.grad_clip)
+                weight = loss_scale(micro, batch, loss_cfg.loss_agg_mode) if share.counts else 0.0
+                (total * (weight * self.parallel.gradient_scale)).backward()
+                if share.counts:
+                    for key, value in step_metrics.items():
+                        totals[key] = totals.get(key, 0.0) + value * weight / self.settings.ppo_epochs
+            grad_norm = clip_gradients(self.actor.parameters(), self.settings.grad_clip)
             if torch.isfinite(grad_norm):
                 self.optimizer.step()
             else:
                 self.logger.warning("non-finite actor grad norm %s at step %d; update skipped", grad_norm, self.global_step)
             self.scheduler.step()
+        totals = self.parallel.sum_metrics(totals)
         totals["actor/grad_norm"] = float(grad_norm)
         totals["actor/lr"] = float(self.scheduler.get_last_lr()[0])
         return totals
@@ -367,7 +440,8 @@ class Trainer:
         totals: dict[str, float] = {}
         for _ in range(self.settings.ppo_epochs):
             self.critic_optimizer.zero_grad(set_to_none=True)
-            for rows in plan:
+            for share in self.parallel.micro_batches(plan):
+                rows = share.rows
                 micro = batch.select(rows)
                 R = micro.response_length
                 values = self.critic.response_values(micro)
@@ -379,35 +453,55 @@ class Trainer:
                     cliprange_value=self.settings.cliprange_value,
                     loss_agg_mode=self.settings.loss.loss_agg_mode,
                 )
-                weight = loss_scale(micro, batch, self.settings.loss.loss_agg_mode)
-                (loss * weight).backward()
+                weight = loss_scale(micro, batch, self.settings.loss.loss_agg_mode) if share.counts else 0.0
+                (loss * (weight * self.parallel.gradient_scale)).backward()
+                if not share.counts:
+                    continue
                 totals["critic/vf_loss"] = totals.get("critic/vf_loss", 0.0) + float(loss.detach()) * weight
                 for key, value in metrics.items():
                     totals[f"critic/{key}"] = totals.get(f"critic/{key}", 0.0) + float(value) * weight
-            norm = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.settings.grad_clip)
+            norm = clip_gradients(self.critic.parameters(), self.settings.grad_clip)
             if torch.isfinite(norm):
                 self.critic_optimizer.step()
             self.critic_scheduler.step()
-        return totals
+        return self.parallel.sum_metrics(totals)
 
     # ------------------------------------------------------------------ weights and checkpoints
     @property
     def model_version(self) -> int:
         return self.global_step
 
+    @on_every_rank
     def weights_for_sync(self) -> dict[str, torch.Tensor]:
         """The actor's parameters, detached; the receiver copies them into its own model.
 
         Under LoRA: the adapter alone (the receiver merges it into its base), or whole merged
-        weights when the rollout engine cannot apply an adapter.
+        weights when the rollout engine cannot apply an adapter. Sharded over several ranks:
+        whole tensors gathered bucket by bucket into CPU memory on rank 0 (empty elsewhere).
         """
+        if self.parallel.sharded:
+            weights: dict[str, torch.Tensor] = {}
+            for bucket in full_weight_buckets(self.actor):
+                if self.rank_group.leads:
+                    weights.update(bucket)
+            return weights
         if self.settings.lora is None:
             return {name: tensor.detach() for name, tensor in self.actor.state_dict().items()}
         if self.settings.lora.sync_merged:
             return lora.merged_update(self.actor)
         return lora.adapter_update(self.actor)
 
+    @on_every_rank
+    def probe_logprobs(self, probes: list[Experience]) -> list[torch.Tensor]:
+        """Response logprobs of a few experiences, as the self-check of a weight sync compares them."""
+        from trivium.sync.self_check import trainer_logprobs
+
+        return trainer_logprobs(self.actor, probes, self.pad_token_id)
+
+    @on_every_rank
     def save_checkpoint(self, *, export_hf: bool, extra_files: dict[str, dict] | None = None) -> Path:
+        if self.parallel.sharded:
+            return self._save_sharded_checkpoint(export_hf=export_hf, extra_files=extra_files)
         return ckpt.save_checkpoint(
             self.run_dir,
             self.global_step,
@@ -423,18 +517,73 @@ class Trainer:
             extra_files=extra_files,
         )
 
+    def _save_sharded_checkpoint(self, *, export_hf: bool, extra_files: dict[str, dict] | None) -> Path:
+        """Every rank writes its shards (model and optimizer); rank 0 gathers the whole weights
+        and writes the rest of the usual layout, so readers of ``actor/`` see no difference."""
+        leads = self.rank_group.leads
+        staging = ckpt.staging_dir(self.run_dir, self.global_step)
+        if leads:
+            ckpt.prepare_staging(self.run_dir, self.global_step)
+        self.rank_group.barrier()  # the staging directory is clean before anyone writes into it
+        save_sharded(staging / "actor" / SHARDED_DIR, model=self.actor, optimizer=self.optimizer)
+        actor_weights = full_model_state(self.actor)
+        critic_weights = None
+        if self.critic is not None:
+            save_sharded(staging / "critic" / SHARDED_DIR, model=self.critic, optimizer=self.critic_optimizer)
+            critic_weights = full_model_state(self.critic)
+        if not leads:
+            return ckpt.step_dir(self.run_dir, self.global_step)
+        return ckpt.save_checkpoint(
+            self.run_dir,
+            self.global_step,
+            actor=self.actor,
+            optimizer=None,
+            scheduler=self.scheduler,
+            trainer_state={"model_version": self.model_version, "data_parallel_size": self.parallel.world_size},
+            tokenizer=self.tokenizer,
+            export_hf=export_hf,
+            actor_weights=actor_weights,
+            critic=self.critic,
+            critic_weights=critic_weights,
+            extra_files=extra_files,
+            staged=True,
+        )
+
+    @on_every_rank
     def load_checkpoint(self, step: int) -> None:
+        """Resume from ``global_step_<step>``, saved by any number of ranks."""
         ckpt.check_loadable(self.run_dir, step)
         directory = ckpt.step_dir(self.run_dir, step)
-        self.load_actor_weights(directory / "actor")
         state = ckpt.load_optimizer_state(self.run_dir, step)
-        self.optimizer.load_state_dict(state["optimizer"])
+        if is_sharded_save(directory / "actor"):
+            if self.settings.lora is not None:
+                raise UserError(f"the checkpoint {directory} holds whole weights; to resume from it, remove model.lora_configs")
+            load_sharded(directory / "actor" / SHARDED_DIR, model=self.actor, optimizer=self.optimizer)
+        else:
+            self.load_actor_weights(directory / "actor")
+            self._load_unsharded_optimizer(self.actor, self.optimizer, state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
-        if self.critic is not None and (directory / "critic").exists():
-            critic = CriticModel.from_pretrained(str(directory / "critic"))
-            self.critic.load_state_dict(critic.state_dict())
-            self.critic_optimizer.load_state_dict(ckpt.load_optimizer_state(self.run_dir, step, "critic")["optimizer"])
+        critic_dir = directory / "critic"
+        if self.critic is not None and critic_dir.exists():
+            if is_sharded_save(critic_dir):
+                load_sharded(critic_dir / SHARDED_DIR, model=self.critic, optimizer=self.critic_optimizer)
+            else:
+                self._load_whole_weights(self.critic, CriticModel.from_pretrained(str(critic_dir)).state_dict())
+                critic_state = ckpt.load_optimizer_state(self.run_dir, step, "critic")["optimizer"]
+                self._load_unsharded_optimizer(self.critic, self.critic_optimizer, critic_state)
         self.global_step = int(ckpt.load_trainer_state(self.run_dir, step)["global_step"])
+
+    def _load_whole_weights(self, model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+        if self.parallel.sharded:
+            load_full_model_state(model, state)
+        else:
+            model.load_state_dict(state)
+
+    def _load_unsharded_optimizer(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
+        if self.parallel.sharded:
+            load_unsharded_optimizer_state(model, optimizer, state)
+        else:
+            optimizer.load_state_dict(state)
 
     def load_actor_weights(self, actor_dir: Path) -> None:
         """The actor of a checkpoint: whole weights, or a LoRA adapter when LoRA is configured."""
@@ -446,8 +595,27 @@ class Trainer:
         if saved_adapter:
             lora.load_adapter(self.actor, actor_dir)
             return
-        loaded = load_causal_lm(str(actor_dir), self.settings.dtype, device=self.settings.device)
-        self.actor.load_state_dict(loaded.state_dict())
+        loaded = load_causal_lm(str(actor_dir), self.settings.dtype, device=str(self.device))
+        self._load_whole_weights(self.actor, loaded.state_dict())
+
+
+def start_ranks(settings: TrainerSettings, *, run_dir: str | Path, pad_token_id: int) -> RankGroup:
+    """Rank 0: start ranks 1..N-1, each a ``Trainer`` following this one."""
+    return RankGroup.start(
+        world_size=settings.data_parallel_size,
+        device_type="cuda" if settings.device.startswith("cuda") else "cpu",
+        timeout=settings.collective_timeout,
+        follower=follow_as_trainer,
+        follower_args=(settings, str(run_dir), pad_token_id),
+    )
+
+
+def follow_as_trainer(group: RankGroup, settings: TrainerSettings, run_dir: str, pad_token_id: int) -> None:
+    """Ranks 1..N-1: build the same trainer, then run what rank 0 runs until it closes the group."""
+    if settings.cpu_threads:
+        torch.set_num_threads(settings.cpu_threads)
+    trainer = Trainer(settings, run_dir=run_dir, pad_token_id=pad_token_id, rank_group=group)
+    follow(trainer, group)
 
 
 def _accepts(fn: Any, name: str) -> bool:

@@ -1,0 +1,49 @@
+"""The FSDP quickstart, shortened: the GRPO stage trains on 2 ranks (gloo) and raises the
+reward; the run then resumes from its sharded checkpoint on one rank."""
+
+from pathlib import Path
+
+import pytest
+
+from trivium.cli.main import main
+from trivium.data.builder import build_task_data
+from trivium.models.tiny import build_tiny_model
+
+from .conftest import read_metrics
+
+QUICKSTART_FSDP = Path(__file__).resolve().parents[2] / "examples" / "quickstart_fsdp.yaml"
+# The GRPO stage shortened as in test_quickstart_learns.py; the SFT stage as in the quickstart
+# (stopped at 300 steps, before the model learns to carry, 20 GRPO steps did not raise the reward).
+GRPO_STEPS = 40
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)  # about 17 min on two shared cores: the SFT warm-up is most of it
+def test_fsdp_grpo_stage_raises_reward_and_resumes_on_one_rank(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRIVIUM_MODEL_PATH", str(build_tiny_model(tmp_path / "model", preset="tiny", seed=0)))
+    monkeypatch.setenv(
+        "TRIVIUM_DATA_PATH", str(build_task_data("arithmetic", tmp_path / "data", num_train=2000, num_test=200))
+    )
+    monkeypatch.setenv("TRIVIUM_CHECKPOINT_ROOT_DIR", str(tmp_path / "runs"))
+    shortened = [f"explorer.eval_interval={GRPO_STEPS}"]
+    assert main(["run", "--config", str(QUICKSTART_FSDP), f"buffer.total_steps={GRPO_STEPS}", *shortened]) == 0
+
+    run_dir = tmp_path / "runs" / "quickstart" / "arithmetic_fsdp" / "grpo"
+    records = read_metrics(run_dir)
+    rewards = [r["rollout/reward_mean"] for r in records if "rollout/reward_mean" in r]
+    assert len(rewards) == GRPO_STEPS
+    first, last = sum(rewards[:8]) / 8, sum(rewards[-8:]) / 8
+    # The warm-up sometimes learns the task outright; then staying at the ceiling is the bar.
+    assert last > first + 0.05 or min(first, last) >= 0.95, f"reward did not rise: {first:.3f} -> {last:.3f}"
+    final = run_dir / f"global_step_{GRPO_STEPS}" / "actor"
+    assert (final / "sharded" / ".metadata").is_file(), "two ranks write a sharded checkpoint"
+
+    # The same run, two steps longer, on one rank: it resumes from the sharded checkpoint.
+    one_rank = ["continue_from_checkpoint=true", "stages[1].trainer.data_parallel_size=1"]
+    assert main(["run", "--config", str(QUICKSTART_FSDP), f"buffer.total_steps={GRPO_STEPS + 2}", *shortened, *one_rank]) == 0
+    log = (run_dir / "log" / "trainer.log").read_text()
+    assert f"resumed the trainer from global_step_{GRPO_STEPS}" in log
+    trainer_steps = [r["step"] for r in read_metrics(run_dir) if r.get("role") == "trainer" and "actor/pg_loss" in r]
+    assert trainer_steps[-2:] == [GRPO_STEPS + 1, GRPO_STEPS + 2]
+    resumed = run_dir / f"global_step_{GRPO_STEPS + 2}" / "actor"
+    assert (resumed / "trainer_state.json").is_file() and not (resumed / "sharded").exists()

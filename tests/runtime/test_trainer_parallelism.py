@@ -1,0 +1,73 @@
+"""How the config states the trainer's ranks, and what it refuses (docs/fsdp.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from trivium.config import load_config_from_dict, resolve
+from trivium.errors import UserError
+from trivium.runtime.settings import build_run_settings
+
+
+def run_settings(tmp_path, **trainer):
+    data = {
+        "mode": "both",
+        "checkpoint_root_dir": str(tmp_path),
+        "model": {"model_path": "/models/m", "max_prompt_tokens": 16, "max_response_tokens": 8},
+        "cluster": {"gpu_per_node": 0, **trainer.pop("cluster", {})},
+        "algorithm": {"algorithm_type": "grpo", "repeat_times": 2},
+        "buffer": {"batch_size": 2, "total_steps": 3},
+        "trainer": trainer,
+    }
+    return build_run_settings(resolve(load_config_from_dict(data)))
+
+
+def test_a_cpu_machine_trains_on_one_rank_unless_told_otherwise(tmp_path):
+    assert run_settings(tmp_path).trainer.data_parallel_size == 1
+    two = run_settings(tmp_path, data_parallel_size=2).trainer
+    assert two.data_parallel_size == 2 and two.strategy == "fsdp2"
+    assert run_settings(tmp_path, trainer_strategy="fsdp", data_parallel_size=2).trainer.strategy == "fsdp2"
+
+
+def test_strategy_none_allows_one_rank_only(tmp_path):
+    assert run_settings(tmp_path, trainer_strategy="none").trainer.strategy == "none"
+    with pytest.raises(UserError, match="trainer_strategy is 'none'"):
+        run_settings(tmp_path, trainer_strategy="none", data_parallel_size=2)
+
+
+def test_several_ranks_under_ray_placement_are_refused_with_the_fix(tmp_path):
+    with pytest.raises(NotImplementedError, match="cluster.placement: process"):
+        run_settings(tmp_path, data_parallel_size=2, cluster={"placement": "ray"})
+
+
+def test_offload_on_a_cpu_is_refused_by_name(tmp_path):
+    with pytest.raises(UserError, match="trainer.param_offload"):
+        run_settings(tmp_path, param_offload=True)
+    with pytest.raises(UserError, match="trainer.optimizer_offload"):
+        run_settings(tmp_path, optimizer_offload=True)
+
+
+def test_verl_offload_setting_is_read_as_the_trainer_key(tmp_path):
+    verl = {"actor_rollout_ref": {"actor": {"fsdp_config": {"param_offload": True}}}}
+    with pytest.raises(UserError, match="trainer.param_offload"):
+        run_settings(tmp_path, trainer_config=verl)
+
+
+def test_gradient_checkpointing_over_several_ranks_is_refused(tmp_path):
+    with pytest.raises(NotImplementedError, match="enable_gradient_checkpointing"):
+        run_settings(tmp_path, data_parallel_size=2, enable_gradient_checkpointing=True)
+
+
+def test_lora_over_several_ranks_is_refused(tmp_path):
+    data = {
+        "mode": "both",
+        "checkpoint_root_dir": str(tmp_path),
+        "model": {"model_path": "/models/m", "max_prompt_tokens": 16, "max_response_tokens": 8,
+                  "lora_configs": [{"lora_rank": 4, "lora_alpha": 8}]},
+        "cluster": {"gpu_per_node": 0},
+        "algorithm": {"algorithm_type": "grpo", "repeat_times": 2},
+        "buffer": {"batch_size": 2, "total_steps": 3},
+        "trainer": {"data_parallel_size": 2},
+    }
+    with pytest.raises(NotImplementedError, match="LoRA"):
+        build_run_settings(resolve(load_config_from_dict(data)))

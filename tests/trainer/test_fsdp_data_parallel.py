@@ -1,0 +1,140 @@
+"""FSDP2 over 2 ranks (gloo, two processes on this CPU) against the same steps in one process.
+
+Each test starts a real second rank; a hung collective fails by the pytest timeout and by
+the trainer's own collective timeout.
+"""
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
+
+from trivium.trainer import checkpoint as ckpt
+from trivium.trainer.settings import LossSettings, TrainerSettings
+from trivium.trainer.trainer import Trainer
+
+from .conftest import make_experiences
+
+# Each test starts a second process (about 40 s on two busy cores).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+
+TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
+
+
+def _ppo_with_critic(model_dir, **overrides):
+    settings = TrainerSettings(
+        model_path=model_dir,
+        lr=1e-3,
+        critic_lr=1e-3,
+        use_critic=True,
+        use_dynamic_bsz=True,
+        max_token_len_per_gpu=30,  # 8 rows of 8..12 tokens: 3 micro-batches, an odd count over 2 ranks
+        collective_timeout=120,
+        loss=LossSettings(
+            policy_loss_fn="ppo",
+            advantage_fn="ppo",
+            advantage_fn_args={"gamma": 1.0, "lam": 0.95},
+            kl_loss_fn="low_var_kl",
+            kl_loss_coef=0.1,
+            loss_agg_mode="token-mean",
+        ),
+    )
+    for key, value in overrides.items():
+        setattr(settings, key, value)
+    return settings
+
+
+def _grpo_seq_mean(model_dir, **overrides):
+    settings = TrainerSettings(
+        model_path=model_dir,
+        lr=1e-3,
+        use_dynamic_bsz=False,
+        micro_batch_size=3,
+        ppo_epochs=2,  # old logprobs by a separate no-grad pass, two optimizer steps
+        collective_timeout=120,
+        loss=LossSettings(policy_loss_fn="ppo", advantage_fn="grpo", loss_agg_mode="seq-mean-token-mean"),
+    )
+    for key, value in overrides.items():
+        setattr(settings, key, value)
+    return settings
+
+
+def _without_advantages(seed):
+    experiences = make_experiences(seed=seed)
+    for exp in experiences:
+        exp.advantages = None
+    return experiences
+
+
+def _assert_close_metrics(one, two, keys):
+    for key in keys:
+        assert two[key] == pytest.approx(one[key], rel=1e-5, abs=1e-5), key
+
+
+def _assert_close_weights(one, two):
+    assert one.keys() == two.keys()
+    for name in one:
+        torch.testing.assert_close(two[name], one[name].cpu(), **TOLERANCE, msg=name)
+
+
+def test_two_rank_ppo_step_with_critic_and_reference_matches_one_process(tiny_model_dir, tmp_path):
+    """Resumed from a one-process checkpoint (1 -> 2 ranks), the next step of the actor, the
+    reference's KL and the critic equal one process's; so do the saved critic weights."""
+    single = Trainer(_ppo_with_critic(tiny_model_dir), run_dir=tmp_path)
+    single.train_step(_without_advantages(seed=0))
+    single.save_checkpoint(export_hf=False)
+    expected = single.train_step(_without_advantages(seed=1))
+    assert expected["actor/kl_loss"] > 0 and expected["critic/vf_loss"] > 0
+    single.save_checkpoint(export_hf=False)
+
+    critic_dir = ckpt.step_dir(tmp_path, 2) / "critic"
+    expected_critic = {**load_file(critic_dir / "model.safetensors"), **load_file(critic_dir / "value_head.safetensors")}
+
+    sharded = Trainer(_ppo_with_critic(tiny_model_dir, data_parallel_size=2), run_dir=tmp_path)
+    try:
+        sharded.load_checkpoint(1)
+        assert sharded.global_step == 1
+        got = sharded.train_step(_without_advantages(seed=1))
+        weights = sharded.weights_for_sync()
+        sharded.save_checkpoint(export_hf=False)  # over the one-process step 2, read above
+    finally:
+        sharded.close()
+    _assert_close_metrics(expected, got, ["actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "critic/vf_loss"])
+    _assert_close_weights(single.weights_for_sync(), weights)
+    assert (critic_dir / "sharded" / ".metadata").is_file()
+    saved_critic = {**load_file(critic_dir / "model.safetensors"), **load_file(critic_dir / "value_head.safetensors")}
+    _assert_close_weights(expected_critic, saved_critic)
+
+
+def test_two_rank_grpo_steps_match_one_process_and_resume_on_one_rank(tiny_model_dir, tmp_path):
+    """seq-mean-token-mean, fixed-size micro-batches, two PPO epochs: 2 ranks equal 1 process;
+    the sharded checkpoint exports a loadable model and resumes in one process (2 -> 1)."""
+    first, second = make_experiences(seed=0), make_experiences(seed=1)
+    single = Trainer(_grpo_seq_mean(tiny_model_dir), run_dir=tmp_path / "one")
+    expected = [single.train_step(first)]
+    after_first = {k: v.clone() for k, v in single.weights_for_sync().items()}
+    expected.append(single.train_step(second))
+    after_second = single.weights_for_sync()
+
+    sharded = Trainer(_grpo_seq_mean(tiny_model_dir, data_parallel_size=2), run_dir=tmp_path / "two")
+    try:
+        got = [sharded.train_step(first)]
+        _assert_close_weights(after_first, sharded.weights_for_sync())
+        path = sharded.save_checkpoint(export_hf=True)
+        got.append(sharded.train_step(second))
+        _assert_close_weights(after_second, sharded.weights_for_sync())
+    finally:
+        sharded.close()
+    for one, two in zip(expected, got):
+        _assert_close_metrics(one, two, ["actor/pg_loss", "actor/grad_norm", "actor/pg_clipfrac"])
+
+    assert (path / "actor" / "sharded" / ".metadata").is_file() and ckpt.checkpoint_problem(tmp_path / "two", 1) is None
+    exported = AutoModelForCausalLM.from_pretrained(path / "actor" / "huggingface").state_dict()
+    _assert_close_weights({k: after_first[k] for k in exported}, exported)
+
+    resumed = Trainer(_grpo_seq_mean(tiny_model_dir), run_dir=tmp_path / "two")
+    resumed.load_checkpoint(1)
+    assert resumed.global_step == 1
+    resumed_metrics = resumed.train_step(second)
+    _assert_close_metrics(expected[1], resumed_metrics, ["actor/pg_loss", "actor/grad_norm"])
+    _assert_close_weights(after_second, resumed.weights_for_sync())

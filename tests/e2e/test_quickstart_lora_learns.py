@@ -13,7 +13,7 @@ from trivium.models.tiny import build_tiny_model
 from .conftest import read_metrics
 
 QUICKSTART_LORA = Path(__file__).resolve().parents[2] / "examples" / "quickstart_lora.yaml"
-GRPO_STEPS = 30
+GRPO_STEPS = 40
 
 
 @pytest.mark.slow

@@ -189,12 +189,7 @@ class HFEngine(InferenceEngine):
         """The logprobs the decoding loop reports when it samples exactly each response: the
         decoder's prefill and cached decode steps and the sampler's raw logprobs, each
         response token forced in turn. (len - prompt_length,) float32 per sequence."""
-        if len(sequences) != len(prompt_lengths):
-            raise ValueError(f"{len(sequences)} sequences but {len(prompt_lengths)} prompt lengths")
-        for index, (seq, p) in enumerate(zip(sequences, prompt_lengths)):
-            if not 1 <= p <= len(seq):
-                raise ValueError(f"sequence {index}: prompt_length {p} outside [1, {len(seq)}]")
-        self._check_token_range(sequences)
+        self._check_scored_sequences(sequences, prompt_lengths)
         scored = [torch.zeros(0, dtype=torch.float32) for _ in sequences]
         replayed = [i for i, (seq, p) in enumerate(zip(sequences, prompt_lengths)) if len(seq) > p]
         if not replayed:
@@ -221,14 +216,19 @@ class HFEngine(InferenceEngine):
 
     # ---- scoring -------------------------------------------------------------------------
 
-    @torch.inference_mode()
-    def compute_logprobs(self, sequences: list[list[int]], prompt_lengths: list[int]) -> list[torch.Tensor]:
+    def _check_scored_sequences(self, sequences: list[list[int]], prompt_lengths: list[int]) -> None:
+        """Each sequence has its prompt length within it, and only ids of this vocabulary."""
         if len(sequences) != len(prompt_lengths):
             raise ValueError(f"{len(sequences)} sequences but {len(prompt_lengths)} prompt lengths")
         for index, (seq, p) in enumerate(zip(sequences, prompt_lengths)):
             if not 1 <= p <= len(seq):
                 raise ValueError(f"sequence {index}: prompt_length {p} outside [1, {len(seq)}]")
         self._check_token_range(sequences)
+
+
+    @torch.inference_mode()
+    def compute_logprobs(self, sequences: list[list[int]], prompt_lengths: list[int]) -> list[torch.Tensor]:
+        self._check_scored_sequences(sequences, prompt_lengths)
         results: list[torch.Tensor | None] = [None] * len(sequences)
         order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
         max_tokens_per_batch = max(1, SCORING_LOGITS_BUDGET // self.vocab_size)

@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -65,21 +62,12 @@ LABELS = {
 
 def run_one(scenario: str, system: str, seed: int, model: Path, data: Path, max_steps: int,
             raw_dir: Path) -> common.RunResult:
-    out = raw_dir / f"{scenario}_{system}_seed{seed}.json"
-    log = raw_dir / f"{scenario}_{system}_seed{seed}.log"
-    command = [sys.executable, str(TTT / "trivium_run.py"), *SCENARIOS[scenario][system], "--model", str(model),
-               "--data", str(data), "--seed", str(seed), "--max-steps", str(max_steps), "--out", str(out)]
-    start = time.time()
-    with open(log, "w") as handle:
-        code = subprocess.run(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, timeout=1800,
-                              env=dict(os.environ, TQDM_DISABLE="1")).returncode
-    if code != 0:
-        raise SystemExit(f"{scenario} {LABELS[scenario, system]} seed {seed} failed (exit {code}); its output is in {log}")
-    result = common.RunResult.load(out)
-    reached = f"{result.seconds_to_target:.1f}s at step {result.step_reached}" if result.seconds_to_target else "not reached"
-    print(f"{scenario} {system:>12} seed {seed}: target {reached}; held-out {result.heldout_accuracy:.1%}; "
-          f"{time.time() - start:.0f}s total", flush=True)
-    return result
+    name = f"{scenario}_{system}_seed{seed}"
+    args = [*SCENARIOS[scenario][system], "--model", str(model), "--data", str(data), "--seed", str(seed),
+            "--max-steps", str(max_steps)]
+    return common.run_in_process(TTT / "trivium_run.py", args, out=raw_dir / f"{name}.json",
+                                 log=raw_dir / f"{name}.log", label=f"{scenario} {LABELS[scenario, system]} seed {seed}",
+                                 cwd=ROOT)
 
 
 def median(values) -> float | None:

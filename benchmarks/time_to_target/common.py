@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
+import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -161,3 +164,22 @@ def answer_accuracy(model_dir: Path, rows: list[dict], *, sample: bool, samples:
     answers = [row["answer"] for row in rows for _ in range(samples)]
     correct = [math_reward(prompt="", response=r, ground_truth=a)["accuracy"] for r, a in zip(responses, answers)]
     return statistics.fmean(correct)
+
+
+def run_in_process(script: Path, args: list[str], *, out: Path, log: Path, label: str, cwd: Path) -> RunResult:
+    """Run one system (``script`` with ``args`` and ``--out out``) in a process of its own; its result.
+
+    The console output goes to ``log``; a failed run ends the benchmark, naming the log.
+    """
+    start = time.time()
+    with open(log, "w") as handle:
+        code = subprocess.run([sys.executable, str(script), *args, "--out", str(out)], cwd=cwd, stdout=handle,
+                              stderr=subprocess.STDOUT, timeout=1800,
+                              env=dict(os.environ, TQDM_DISABLE="1")).returncode
+    if code != 0:
+        raise SystemExit(f"{label} failed (exit {code}); its output is in {log}")
+    result = RunResult.load(out)
+    reached = f"{result.seconds_to_target:.1f}s at step {result.step_reached}" if result.seconds_to_target else "not reached"
+    print(f"{label}: target {reached}; held-out {result.heldout_accuracy:.1%}; {time.time() - start:.0f}s total",
+          flush=True)
+    return result

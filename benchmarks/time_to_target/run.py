@@ -19,7 +19,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -109,22 +108,11 @@ def choose_start_checkpoint(sft_dir: Path, data: Path, stride: int = 4) -> dict:
 
 
 def run_one(system: str, seed: int, model: Path, data: Path, max_steps: int, raw_dir: Path) -> common.RunResult:
-    out = raw_dir / f"{system}_seed{seed}.json"
     script, *extra = SYSTEMS[system]
-    command = [sys.executable, str(HERE / script), *extra, "--model", str(model), "--data", str(data),
-               "--seed", str(seed), "--max-steps", str(max_steps), "--out", str(out)]
-    start = time.time()
-    log = raw_dir / f"{system}_seed{seed}.log"
-    with open(log, "w") as handle:
-        code = subprocess.run(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, timeout=1800,
-                              env=dict(os.environ, TQDM_DISABLE="1")).returncode
-    if code != 0:
-        raise SystemExit(f"{LABELS[system]} seed {seed} failed (exit {code}); its output is in {log}")
-    result = common.RunResult.load(out)
-    reached = f"{result.seconds_to_target:.1f}s at step {result.step_reached}" if result.seconds_to_target else "not reached"
-    print(f"{LABELS[system]:>18} seed {seed}: target {reached}; held-out {result.heldout_accuracy:.1%}; "
-          f"{time.time() - start:.0f}s total", flush=True)
-    return result
+    args = [*extra, "--model", str(model), "--data", str(data), "--seed", str(seed), "--max-steps", str(max_steps)]
+    return common.run_in_process(HERE / script, args, out=raw_dir / f"{system}_seed{seed}.json",
+                                 log=raw_dir / f"{system}_seed{seed}.log", label=f"{LABELS[system]} seed {seed}",
+                                 cwd=ROOT)
 
 
 def median(values: list[float | None]) -> float | None:

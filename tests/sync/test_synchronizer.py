@@ -95,3 +95,23 @@ def test_finished_trainer_releases_a_waiting_explorer():
 
 def test_logprob_gap_is_the_largest_absolute_difference():
     assert max_logprob_gap([torch.tensor([-1.0, -2.0])], [torch.tensor([-1.0, -2.5])]) == pytest.approx(0.5)
+
+
+def test_bucket_directory_update_loads_every_bucket_and_is_removed_when_superseded(tmp_path):
+    """A sharded trainer's checkpoint update is a directory of bucket files: loading merges them;
+    publishing a newer version deletes the older directory."""
+    from safetensors.torch import save_file
+
+    from trivium.sync.synchronizer import WeightUpdate, sync_weights_dir
+
+    sync = Synchronizer(sync_method="checkpoint", run_dir=tmp_path)
+    first = sync_weights_dir(tmp_path, 1)
+    first.mkdir(parents=True)
+    save_file({"a": torch.ones(2)}, str(first / "bucket_00000.safetensors"))
+    save_file({"b": torch.full((3,), 2.0)}, str(first / "bucket_00001.safetensors"))
+    sync.publish_update(WeightUpdate(version=1, path=str(first)))
+    loaded = sync.poll().load()
+    assert loaded.keys() == {"a", "b"}
+    assert torch.equal(loaded["b"], torch.full((3,), 2.0))
+    sync.publish(2, {"a": torch.zeros(2)})
+    assert not first.exists() and sync.poll().version == 2

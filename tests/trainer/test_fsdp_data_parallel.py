@@ -138,3 +138,45 @@ def test_two_rank_grpo_steps_match_one_process_and_resume_on_one_rank(tiny_model
     resumed_metrics = resumed.train_step(second)
     _assert_close_metrics(expected[1], resumed_metrics, ["actor/pg_loss", "actor/grad_norm"])
     _assert_close_weights(after_second, resumed.weights_for_sync())
+
+
+def test_sharded_checkpoint_sync_writes_one_bucket_at_a_time(tiny_model_dir, tmp_path, monkeypatch):
+    """The checkpoint transport of a 2-rank trainer: rank 0 gathers, writes and drops each bucket
+    before the next (no earlier bucket is alive at a write), and the files hold exactly the
+    weights a one-process trainer syncs after the same step."""
+    import gc
+    import weakref
+
+    import trivium.trainer.trainer as trainer_module
+    from trivium.sync.synchronizer import WeightUpdate, sync_weights_dir
+
+    experiences = make_experiences(seed=0)
+    single = Trainer(_grpo_seq_mean(tiny_model_dir, ppo_epochs=1), run_dir=tmp_path / "one")
+    single.train_step(experiences)
+    expected = single.weights_for_sync()
+
+    written: list[list[weakref.ref]] = []
+    alive_at_write: list[int] = []
+    real_save = trainer_module.save_file
+
+    def watching_save(bucket, path):
+        gc.collect()
+        alive_at_write.append(sum(ref() is not None for refs in written for ref in refs))
+        written.append([weakref.ref(t) for t in bucket.values()])
+        real_save(bucket, path)
+
+    monkeypatch.setattr(trainer_module, "save_file", watching_save)
+    sharded = Trainer(_grpo_seq_mean(tiny_model_dir, ppo_epochs=1, data_parallel_size=2), run_dir=tmp_path / "two")
+    try:
+        sharded.train_step(experiences)
+        directory = sync_weights_dir(tmp_path / "two", sharded.model_version)
+        bucket_bytes = 64 * 1024
+        metrics = sharded.write_sync_weights(str(directory), bucket_bytes=bucket_bytes)
+    finally:
+        sharded.close()
+
+    largest_tensor = max(t.numel() * t.element_size() for t in expected.values())
+    assert metrics["sync/buckets"] == len(written) >= 3
+    assert metrics["sync/largest_bucket_bytes"] < bucket_bytes + largest_tensor
+    assert alive_at_write == [0] * len(written)  # every earlier bucket was freed before the next write
+    _assert_close_weights(expected, WeightUpdate(version=1, path=str(directory)).load())

@@ -34,7 +34,7 @@ from trivium.monitor.metric_names import IDLE_TRAINER
 from trivium.runtime import builders, trained_samples
 from trivium.runtime.settings import RunSettings
 from trivium.sync.self_check import check_sync
-from trivium.sync.synchronizer import WeightUpdate, stage_weights
+from trivium.sync.synchronizer import WeightUpdate, stage_weights, sync_weights_dir
 from trivium.trainer import checkpoint as ckpt
 
 EXPLORER_STATE_FILE = "explorer_state.json"
@@ -300,7 +300,13 @@ class TrainerWorker:
         # The check costs a forward pass on each side; a broken transport fails every sync alike.
         probes = (self.probe_experiences[-2:] or None) if due else None
         scores = self.trainer.probe_logprobs(probes) if probes else None
-        version, weights = self.trainer.model_version, self.trainer.weights_for_sync()
+        version = self.trainer.model_version
+        if method == "checkpoint" and self.trainer.parallel.sharded:
+            # Gathered and written bucket by bucket: rank 0 never holds the whole model.
+            directory = sync_weights_dir(self.run_dir, version)
+            self.trainer.write_sync_weights(str(directory))
+            return WeightUpdate(version=version, path=str(directory), probes=probes, probe_scores=scores)
+        weights = self.trainer.weights_for_sync()
         if method == "nccl" and self._broadcast_group is not None:
             snapshot = {name: tensor.detach().clone() for name, tensor in weights.items()}
             with self._staged_lock:

@@ -19,13 +19,15 @@ report. When the explorer should sync and which version it needs follow ``sync_s
   cannot make it wait for a version the trainer has no data to reach.
 
 Transports: ``memory`` hands over tensors in-process; ``checkpoint`` writes the weights under
-the run directory and hands over the path. A wait longer than ``sync_timeout`` raises
+the run directory and hands over the path (a sharded trainer writes one file per gathered
+bucket into a directory, so it never holds the whole model). A wait longer than ``sync_timeout`` raises
 ``SyncTimeout``: a clear error, never a hang.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -37,7 +39,7 @@ from safetensors.torch import load_file, save_file
 
 from trivium.errors import SyncTimeout
 
-__all__ = ["SyncTimeout", "Synchronizer", "WeightUpdate", "stage_weights"]
+__all__ = ["SyncTimeout", "Synchronizer", "WeightUpdate", "stage_weights", "sync_weights_dir"]
 
 
 @dataclass
@@ -58,6 +60,11 @@ class WeightUpdate:
     def load(self) -> dict[str, torch.Tensor]:
         if self.weights is not None:
             return self.weights
+        if Path(self.path).is_dir():  # written bucket by bucket (see sync_weights_dir)
+            weights: dict[str, torch.Tensor] = {}
+            for part in sorted(Path(self.path).glob("bucket_*.safetensors")):
+                weights.update(load_file(part))
+            return weights
         return load_file(self.path)
 
 
@@ -183,7 +190,10 @@ class Synchronizer:
             self._sync_requested = False
             self._cond.notify_all()
         if previous is not None and previous.path and previous.path != update.path:
-            Path(previous.path).unlink(missing_ok=True)
+            if Path(previous.path).is_dir():
+                shutil.rmtree(previous.path, ignore_errors=True)
+            else:
+                Path(previous.path).unlink(missing_ok=True)
         self.logger.info("trainer published weight version %d (%s)", update.version, self.sync_method)
 
     # ------------------------------------------------------------------ policy of the concurrent loop
@@ -279,6 +289,11 @@ def stage_weights(
     # The trainer keeps updating its tensors in place; hand over a snapshot when it runs on.
     snapshot = {k: v.detach().clone() for k, v in weights.items()} if copy else weights
     return WeightUpdate(version=version, weights=snapshot, probes=probes, probe_scores=probe_scores)
+
+
+def sync_weights_dir(run_dir: Path, version: int) -> Path:
+    """Where a trainer that writes its weights bucket by bucket puts ``version`` for the checkpoint transport."""
+    return Path(run_dir) / "sync" / f"weights_v{version}"
 
 
 def _dedup(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM
 
 from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_entropy, requires_episodes, requires_teacher
@@ -39,7 +40,7 @@ from trivium.trainer import lora
 from trivium.trainer.critic import CriticModel
 from trivium.trainer.data_parallel import DataParallel
 from trivium.trainer.forward import response_logprobs, whole_batch_entropy_terms, whole_batch_logprobs
-from trivium.trainer.fsdp import clip_gradients, full_weight_buckets, shard_model
+from trivium.trainer.fsdp import DEFAULT_BUCKET_BYTES, clip_gradients, full_weight_buckets, shard_model
 from trivium.trainer.micro_batch import loss_scale, plan_micro_batches
 from trivium.trainer.optim import build_optimizer, build_scheduler
 from trivium.trainer.rank_group import RankGroup, follow, on_every_rank
@@ -490,6 +491,29 @@ class Trainer:
         if self.settings.lora.sync_merged:
             return lora.merged_update(self.actor)
         return lora.adapter_update(self.actor)
+
+    @on_every_rank
+    def write_sync_weights(self, directory: str, *, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> dict[str, float]:
+        """Sharded: gather the actor bucket by bucket and write each bucket to its own file.
+
+        Rank 0 writes ``bucket_00000.safetensors``, ``bucket_00001.safetensors``, ... into
+        ``directory`` and drops each bucket before gathering the next, so its memory holds
+        about one bucket above the shard (``weights_for_sync`` holds the whole model). Returns
+        ``sync/buckets`` and ``sync/largest_bucket_bytes`` (zeros on the other ranks).
+        """
+        if not self.parallel.sharded:
+            raise RuntimeError("write_sync_weights streams gathered shards: it needs several trainer ranks")
+        leads = self.rank_group.leads
+        if leads:
+            Path(directory).mkdir(parents=True, exist_ok=True)
+        count, largest = 0, 0
+        for index, bucket in enumerate(full_weight_buckets(self.actor, bucket_bytes=bucket_bytes)):
+            if leads:
+                save_file(bucket, str(Path(directory) / f"bucket_{index:05d}.safetensors"))
+                count += 1
+                largest = max(largest, sum(t.numel() * t.element_size() for t in bucket.values()))
+            del bucket
+        return {"sync/buckets": float(count), "sync/largest_bucket_bytes": float(largest)}
 
     @on_every_rank
     def probe_logprobs(self, probes: list[Experience]) -> list[torch.Tensor]:

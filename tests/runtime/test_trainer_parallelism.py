@@ -53,9 +53,9 @@ def test_verl_offload_setting_is_read_as_the_trainer_key(tmp_path):
         run_settings(tmp_path, trainer_config=verl)
 
 
-def test_gradient_checkpointing_over_several_ranks_is_refused(tmp_path):
-    with pytest.raises(NotImplementedError, match="enable_gradient_checkpointing"):
-        run_settings(tmp_path, data_parallel_size=2, enable_gradient_checkpointing=True)
+def test_gradient_checkpointing_over_several_ranks_is_accepted(tmp_path):
+    trainer = run_settings(tmp_path, data_parallel_size=2, enable_gradient_checkpointing=True).trainer
+    assert (trainer.data_parallel_size, trainer.gradient_checkpointing) == (2, True)
 
 
 def test_lora_over_several_ranks_is_refused(tmp_path):

@@ -180,3 +180,26 @@ def test_sharded_checkpoint_sync_writes_one_bucket_at_a_time(tiny_model_dir, tmp
     assert metrics["sync/largest_bucket_bytes"] < bucket_bytes + largest_tensor
     assert alive_at_write == [0] * len(written)  # every earlier bucket was freed before the next write
     _assert_close_weights(expected, WeightUpdate(version=1, path=str(directory)).load())
+
+
+def test_two_rank_step_with_gradient_checkpointing_matches_one_process_without(tiny_model_dir, tmp_path):
+    """Non-reentrant checkpointing recomputes each block inside FSDP2's hooks: the 2-rank step
+    with it equals the 1-process step without it (loss, gradient norm, updated weights)."""
+    experiences = make_experiences(seed=0)
+    single = Trainer(_grpo_seq_mean(tiny_model_dir, ppo_epochs=1), run_dir=tmp_path / "one")
+    expected = single.train_step(experiences)
+    expected_weights = single.weights_for_sync()
+
+    sharded = Trainer(
+        _grpo_seq_mean(tiny_model_dir, ppo_epochs=1, data_parallel_size=2, gradient_checkpointing=True),
+        run_dir=tmp_path / "two",
+    )
+    try:
+        assert sharded.actor.is_activation_checkpointing
+        got = sharded.train_step(experiences)
+        weights = sharded.weights_for_sync()
+    finally:
+        sharded.close()
+    assert expected["actor/grad_norm"] > 0
+    _assert_close_metrics(expected, got, ["actor/pg_loss", "actor/grad_norm", "actor/pg_clipfrac"])
+    _assert_close_weights(expected_weights, weights)

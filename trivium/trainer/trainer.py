@@ -85,8 +85,6 @@ class Trainer:
     ):
         if settings.data_parallel_size > 1 and settings.lora is not None:
             raise NotImplementedError("LoRA (model.lora_configs) with several trainer ranks is not implemented")
-        if settings.data_parallel_size > 1 and settings.gradient_checkpointing:
-            raise NotImplementedError("gradient checkpointing with several trainer ranks is not implemented")
         # Rank 0 starts the other ranks first: they load their models while it loads its own.
         if rank_group is None and settings.data_parallel_size > 1:
             rank_group = start_ranks(settings, run_dir=run_dir, pad_token_id=pad_token_id)
@@ -105,7 +103,9 @@ class Trainer:
         if settings.lora is not None:
             self.actor = lora.wrap_with_lora(self.actor, settings.lora)
         if settings.gradient_checkpointing:
-            self.actor.gradient_checkpointing_enable()
+            # Non-reentrant (transformers' default, stated because FSDP2 needs it): the recomputation
+            # runs inside FSDP2's hooks, which gather the sharded parameters again.
+            self.actor.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             if settings.lora is not None:
                 self.actor.enable_input_require_grads()  # frozen embeddings: checkpointed blocks still need grads
         self.actor.train()

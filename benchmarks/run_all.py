@@ -14,6 +14,7 @@ BENCHMARKS = [
     ["trainer_overhead.py"],
     ["sequence_packing.py"],
     ["time_to_target/run.py"],
+    ["time_to_target/run.py", "--task", "countdown", "--systems", "trl", "colocate", "both"],
     ["asynchrony.py"],
 ]
 

@@ -12,7 +12,9 @@ BENCHMARKS = [
     ["engine_vs_generate.py", "--batch-sizes", "8", "32", "128", "--max-new-tokens", "64", "--repeats", "5", "--torch-threads", "1"],
     ["buffer_throughput.py"],
     ["trainer_overhead.py"],
+    ["sequence_packing.py"],
     ["time_to_target/run.py"],
+    ["time_to_target/run.py", "--task", "countdown", "--systems", "trl", "colocate", "both"],
     ["asynchrony.py"],
 ]
 

@@ -1,5 +1,5 @@
-"""What every system in the time-to-target benchmark shares: the settings, the stopping rule,
-the held-out evaluation and the result record.
+"""What every system in the time-to-target benchmark shares: the tasks, the settings, the
+stopping rule, the held-out evaluation and the result record.
 
 Each run happens in its own process (``trl_run.py`` or ``trivium_run.py``), so that peak RSS
 and start-up cost belong to one system only. The parent (``run.py``) interleaves the runs.
@@ -22,23 +22,63 @@ from pathlib import Path
 # temperature, no KL term, one optimizer step per batch of 16 prompts x 8 samples.
 GROUP_SIZE = 8
 PROMPTS_PER_STEP = 16
-LEARNING_RATE = 3e-4  # 1e-4 plateaus near 0.5 for hundreds of steps; 1e-3 collapses
+LEARNING_RATE = 3e-4  # the default; run.py's sweep picks each system's own (see --lr-sweep)
 TEMPERATURE = 1.0
 WEIGHT_DECAY = 0.01
 GRAD_CLIP = 1.0
 CLIP_EPSILON = 0.2
-MAX_RESPONSE_TOKENS = 10
 
-# The target: the mean training reward over the last WINDOW steps reaches TARGET_REWARD.
+# The target: the mean training reward over the last WINDOW steps reaches the task's target.
 # One step's mean (128 samples) is noisy; a 5-step window (640 samples) is not.
-TARGET_REWARD = 0.75
 WINDOW = 5
 
-# Every system starts from the first SFT checkpoint whose sampled reward on the training
-# questions reaches START_REWARD. The SFT run learns addition abruptly, at a step that varies
-# with the machine (floating-point order) and the data order, so a fixed step would start
-# the race from very different models on different machines; a fixed reward does not.
-START_REWARD = 0.3
+
+@dataclass(frozen=True)
+class Task:
+    """One race: the data, the SFT warm-up every system starts from, the reward and the target.
+
+    Every system starts from the first SFT checkpoint whose sampled accuracy on the training
+    questions reaches ``start_accuracy``. SFT learns a task abruptly, at a step that varies
+    with the machine (floating-point order) and the data order, so a fixed step would start
+    the race from very different models on different machines; a fixed accuracy does not.
+    """
+
+    name: str
+    data_args: tuple[str, ...]  # for `trivium init data`
+    sft_config: str  # next to this file
+    reward_fn: str  # a trivium reward function; its "accuracy" component scores held-out answers
+    max_prompt_tokens: int
+    max_response_tokens: int
+    start_accuracy: float
+    target_reward: float
+    work_subdir: str  # under the benchmark's work dir
+
+    @property
+    def max_model_len(self) -> int:
+        return self.max_prompt_tokens + self.max_response_tokens
+
+    def reward(self, response: str, ground_truth: str) -> dict[str, float]:
+        from trivium.rewards import REWARD_FNS
+
+        return REWARD_FNS.get(self.reward_fn)(prompt="", response=response, ground_truth=ground_truth)
+
+
+TASKS = {
+    # Two-digit addition: the warm-up does most of the work, RL polishes.
+    "arithmetic": Task(
+        name="arithmetic", data_args=("--task", "arithmetic", "--num-train", "2000", "--num-test", "200"),
+        sft_config="sft.yaml", reward_fn="math_reward", max_prompt_tokens=32, max_response_tokens=10,
+        start_accuracy=0.3, target_reward=0.75, work_subdir="",
+    ),
+    # Countdown with three numbers: the warm-up teaches the answer format and a few solutions;
+    # RL has to find most of the accuracy (reward 1 for a correct equation, 0.1 for a
+    # well-formed wrong one).
+    "countdown": Task(
+        name="countdown", data_args=("--task", "countdown", "--num-train", "4000", "--num-test", "200"),
+        sft_config="sft_countdown.yaml", reward_fn="countdown_reward", max_prompt_tokens=64,
+        max_response_tokens=20, start_accuracy=0.1, target_reward=0.35, work_subdir="countdown",
+    ),
+}
 
 
 @dataclass
@@ -84,9 +124,10 @@ class RunResult:
 class TargetWatch:
     """Records each step's mean reward; says when the windowed mean first reaches the target."""
 
-    def __init__(self, result: RunResult, process_start: float):
+    def __init__(self, result: RunResult, process_start: float, target_reward: float):
         self.result = result
         self.process_start = process_start
+        self.target_reward = target_reward
 
     def record(self, step: int, reward: float) -> bool:
         """Record one step; True once the target has been reached."""
@@ -94,7 +135,7 @@ class TargetWatch:
         self.result.steps.append(StepRecord(step, wall, float(reward)))
         if self.result.seconds_to_target is None:
             recent = [s.reward for s in self.result.steps[-WINDOW:]]
-            if len(recent) == WINDOW and statistics.fmean(recent) >= TARGET_REWARD:
+            if len(recent) == WINDOW and statistics.fmean(recent) >= self.target_reward:
                 self.result.seconds_to_target = wall
                 self.result.step_reached = step
         return self.result.seconds_to_target is not None
@@ -105,6 +146,7 @@ def run_arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", type=Path, required=True, help="the SFT checkpoint to start from")
     parser.add_argument("--data", type=Path, required=True, help="folder with train.jsonl and test.jsonl")
+    parser.add_argument("--task", choices=list(TASKS), default="arithmetic")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-steps", type=int, default=400)
     parser.add_argument("--lr", type=float, default=LEARNING_RATE)
@@ -127,22 +169,21 @@ def prompt_messages(question: str) -> list[dict]:
     return [{"role": "user", "content": question}]
 
 
-def heldout_accuracy(model_dir: Path, data_dir: Path) -> float:
+def heldout_accuracy(model_dir: Path, data_dir: Path, task: Task) -> float:
     """Greedy accuracy on the test split with plain ``model.generate``: neutral to every system."""
-    return answer_accuracy(model_dir, load_rows(data_dir, "test"), sample=False)
+    return answer_accuracy(model_dir, load_rows(data_dir, "test"), task=task, sample=False)
 
 
-def sampled_reward(model_dir: Path, data_dir: Path, questions: int = 128, samples: int = 4) -> float:
-    """Mean reward of ``samples`` temperature-1 answers to the first ``questions`` training questions."""
-    return answer_accuracy(model_dir, load_rows(data_dir, "train")[:questions], sample=True, samples=samples)
+def sampled_accuracy(model_dir: Path, data_dir: Path, task: Task, questions: int = 128, samples: int = 4) -> float:
+    """Accuracy of ``samples`` temperature-1 answers to the first ``questions`` training questions."""
+    rows = load_rows(data_dir, "train")[:questions]
+    return answer_accuracy(model_dir, rows, task=task, sample=True, samples=samples)
 
 
-def answer_accuracy(model_dir: Path, rows: list[dict], *, sample: bool, samples: int = 1) -> float:
+def answer_accuracy(model_dir: Path, rows: list[dict], *, task: Task, sample: bool, samples: int = 1) -> float:
     """Fraction of correct answers from plain ``model.generate``, greedy or sampled at temperature 1."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from trivium.rewards.math_rewards import math_reward
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     tokenizer.padding_side = "left"
@@ -156,13 +197,13 @@ def answer_accuracy(model_dir: Path, rows: list[dict], *, sample: bool, samples:
     torch.manual_seed(0)
     with torch.no_grad():
         output = model.generate(
-            **batch, **sampling, max_new_tokens=MAX_RESPONSE_TOKENS, num_return_sequences=samples,
+            **batch, **sampling, max_new_tokens=task.max_response_tokens, num_return_sequences=samples,
             pad_token_id=tokenizer.pad_token_id,
         )
     responses = tokenizer.batch_decode(output[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
     # generate returns the samples of one prompt next to each other.
     answers = [row["answer"] for row in rows for _ in range(samples)]
-    correct = [math_reward(prompt="", response=r, ground_truth=a)["accuracy"] for r, a in zip(responses, answers)]
+    correct = [task.reward(r, a)["accuracy"] for r, a in zip(responses, answers)]
     return statistics.fmean(correct)
 
 

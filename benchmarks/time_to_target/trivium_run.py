@@ -30,9 +30,9 @@ checkpoint_root_dir: {root}
 seed: {seed}
 model:
   model_path: {model}
-  max_prompt_tokens: 32
+  max_prompt_tokens: {max_prompt_tokens}
   max_response_tokens: {max_response_tokens}
-  max_model_len: 42
+  max_model_len: {max_model_len}
   temperature: {temperature}
 cluster: {{node_num: 1, gpu_per_node: 0, placement: {placement}}}
 algorithm:
@@ -46,9 +46,9 @@ buffer:
   total_steps: {max_steps}
   explorer_input:
     default_workflow_type: {workflow}
-    default_reward_fn_type: math_reward
+    default_reward_fn_type: {reward_fn}
     taskset:
-      name: arithmetic_train
+      name: {task}_train
       storage_type: file
       path: {data}
       split: train
@@ -164,7 +164,8 @@ def main() -> None:
     label += f"-over{args.over_rollout:g}" if args.over_rollout else ""
     label += "-latency" if args.verifier_latency else ""
     RESULT = result = common.RunResult(system=label, seed=args.seed)
-    WATCH = common.TargetWatch(result, PROCESS_START)
+    task = common.TASKS[args.task]
+    WATCH = common.TargetWatch(result, PROCESS_START, task.target_reward)
 
     with tempfile.TemporaryDirectory() as scratch:
         root = str(args.keep_run_dir.resolve()) if args.keep_run_dir else scratch
@@ -173,7 +174,9 @@ def main() -> None:
             CONFIG.format(
                 mode=args.mode, placement=args.placement, engines=args.engines, seed=args.seed, root=root,
                 model=args.model.resolve(), data=args.data.resolve(),
-                max_response_tokens=common.MAX_RESPONSE_TOKENS, temperature=common.TEMPERATURE,
+                max_prompt_tokens=task.max_prompt_tokens, max_response_tokens=task.max_response_tokens,
+                max_model_len=task.max_model_len, reward_fn=task.reward_fn, task=task.name,
+                temperature=common.TEMPERATURE,
                 group_size=common.GROUP_SIZE, lr=args.lr, weight_decay=common.WEIGHT_DECAY,
                 clip=common.CLIP_EPSILON, prompts=common.PROMPTS_PER_STEP, max_steps=args.max_steps,
                 grad_clip=common.GRAD_CLIP, runners=max(1, common.PROMPTS_PER_STEP // args.engines),
@@ -190,7 +193,7 @@ def main() -> None:
         result.peak_rss_mb = common.peak_rss_mb()
         result.stopped_by = result.stopped_by or "max_steps"
         final = max(Path(root).glob("time_to_target/*/global_step_*/actor"))
-        result.heldout_accuracy = common.heldout_accuracy(final, args.data)
+        result.heldout_accuracy = common.heldout_accuracy(final, args.data, task)
     result.save(args.out)
 
 

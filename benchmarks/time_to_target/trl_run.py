@@ -26,10 +26,9 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from trivium.rewards.math_rewards import math_reward
-
+    task = common.TASKS[args.task]
     result = common.RunResult(system="trl", seed=args.seed)
-    watch = common.TargetWatch(result, PROCESS_START)
+    watch = common.TargetWatch(result, PROCESS_START, task.target_reward)
 
     rows = common.load_rows(args.data, "train")
     dataset = Dataset.from_list(
@@ -37,10 +36,7 @@ def main() -> None:
     )
 
     def accuracy(completions: list, answer: list, **_: object) -> list[float]:
-        return [
-            math_reward(prompt="", response=completion[0]["content"], ground_truth=truth)["reward"]
-            for completion, truth in zip(completions, answer)
-        ]
+        return [task.reward(completion[0]["content"], truth)["reward"] for completion, truth in zip(completions, answer)]
 
     class StopAtTarget(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
@@ -73,7 +69,7 @@ def main() -> None:
             epsilon=common.CLIP_EPSILON,
             beta=0.0,
             temperature=common.TEMPERATURE,
-            max_completion_length=common.MAX_RESPONSE_TOKENS,
+            max_completion_length=task.max_response_tokens,
             logging_steps=1,
             save_strategy="no",
             report_to="none",
@@ -92,7 +88,7 @@ def main() -> None:
         result.stopped_by = result.stopped_by or "max_steps"
         final_dir = Path(output_dir) / "final"
         trainer.save_model(str(final_dir))
-        result.heldout_accuracy = common.heldout_accuracy(final_dir, args.data)
+        result.heldout_accuracy = common.heldout_accuracy(final_dir, args.data, task)
     result.save(args.out)
 
 

@@ -87,6 +87,10 @@ def test_fully_async_run_leaves_slow_tasks_behind_within_the_staleness_bound(ass
     assert all(r["time/idle_explorer"] >= 0 for r in explorer)
     assert all(r["time/idle_trainer"] >= 0 for r in trainer)
     assert "idle (waiting on the other side)" in result.stdout + result.stderr
+    # The first step of the process logged the start-up time, once, and the summary shows it.
+    startups = [r["time/startup"] for r in explorer + trainer if "time/startup" in r]
+    assert len(startups) == 1 and 0 < startups[0] < 120
+    assert "start-up: " in result.stdout + result.stderr
     # The decoupled objective weighted the stale tokens; staleness stayed within sync_offset.
     assert all("decoupled/weight_mean" in r for r in trainer)
     assert max(r["staleness/max"] for r in trainer) <= 1

@@ -87,3 +87,15 @@ def test_summary_shows_each_sides_idle_time(tmp_path):
     text = "\n".join(summary_lines(summary))
     assert "idle (waiting on the other side): explorer 1.5s (0.500s per step), trainer 2.0s (1.000s per step)" in text
 
+
+def test_summary_shows_the_latest_start_up_time(tmp_path):
+    records = [
+        {"role": "explorer", "step": 1, "time": 0.0, "time/startup": 6.25},
+        {"role": "explorer", "step": 2, "time": 1.0},
+        {"role": "trainer", "step": 3, "time": 9.0, "time/startup": 3.5},  # a resumed process
+    ]
+    summary = compute_summary(tmp_path, records)
+    assert summary.startup_seconds == 3.5
+    assert "start-up: 3.5s from the process's start to its first step" in summary_lines(summary)
+    assert compute_summary(tmp_path, records[1:2]).startup_seconds is None
+

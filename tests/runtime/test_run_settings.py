@@ -63,11 +63,12 @@ def test_a_named_kl_loss_without_a_coefficient_gets_the_default_once(tmp_path):
 def test_the_verl_trainer_config_paths_become_trainer_keys(tmp_path):
     run, notes = settings(tmp_path, trainer={"trainer_config": {
         "critic": {"optim": {"lr": 2e-5}, "cliprange_value": 0.2},
-        "actor_rollout_ref": {"model": {"enable_gradient_checkpointing": True}},
+        "actor_rollout_ref": {"model": {"enable_gradient_checkpointing": True, "use_remove_padding": True}},
         "old_logprobs_source": "recompute",
     }})
     trainer = run.trainer
     assert (trainer.critic_lr, trainer.cliprange_value, trainer.gradient_checkpointing) == (2e-5, 0.2, True)
+    assert trainer.pack_sequences
     assert trainer.old_logprobs_source == "recompute"
     assert any(n.key == "trainer.trainer_config.critic.optim.lr" for n in notes)
 

@@ -366,6 +366,7 @@ TRAINER_CONFIG_ALIASES = {
     ("critic", "optim", "lr"): "critic_lr",
     ("critic", "cliprange_value"): "cliprange_value",
     ("actor_rollout_ref", "model", "enable_gradient_checkpointing"): "enable_gradient_checkpointing",
+    ("actor_rollout_ref", "model", "use_remove_padding"): "use_remove_padding",
     ("actor_rollout_ref", "actor", "fsdp_config", "param_offload"): "param_offload",
     ("actor_rollout_ref", "actor", "fsdp_config", "optimizer_offload"): "optimizer_offload",
 }

@@ -601,6 +601,13 @@ class TrainerConfig:
     share_prompt_forward: bool = opt(
         True, "Rows with the same prompt share one forward pass over it (exact, gradients included)."
     )
+    use_remove_padding: bool = opt(
+        False,
+        "Micro-batches may run packed: the real tokens of every row laid end to end, without padding, "
+        "each sequence with its own positions and attention. With use_dynamic_bsz the token budget then "
+        "counts real tokens. Each micro-batch runs whichever exact forward (padded, shared prompt, packed) "
+        "feeds the model fewest tokens. Llama, Qwen2, Qwen3 and Mistral models.",
+    )
     enable_gradient_checkpointing: bool = opt(
         False, "Recompute activations in the backward pass: less memory, about a third more compute."
     )
@@ -615,7 +622,8 @@ class TrainerConfig:
     trainer_config: Any = opt(
         None,
         "veRL-style settings for users who bring them (critic.optim.lr, critic.cliprange_value, "
-        "actor_rollout_ref.model.enable_gradient_checkpointing, old_logprobs_source, "
+        "actor_rollout_ref.model.enable_gradient_checkpointing, actor_rollout_ref.model.use_remove_padding, "
+        "the actor's fsdp_config.param_offload and optimizer_offload, old_logprobs_source, "
         "share_prompt_forward): each is copied to the trainer key of the same meaning; any other "
         "entry is reported by `trivium plan` as unused.",
     )

@@ -26,6 +26,8 @@ ENTROPY = "actor/entropy"
 # to catch up; trainer: for experiences).
 IDLE_EXPLORER = "time/idle_explorer"
 IDLE_TRAINER = "time/idle_trainer"
+# Seconds from the process's start to its first step (logged once per process).
+STARTUP = "time/startup"
 
 # Either role.
 STALENESS_MEAN = "staleness/mean"  # trainer step minus the model version that produced the data

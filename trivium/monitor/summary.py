@@ -2,6 +2,7 @@
 
 Steps done, best and last eval accuracy per taskset, the reward trend (mean of the first N
 explore steps against the last N), throughput, staleness, idle time of explorer and trainer,
+the start-up time (process start to first step),
 and where the checkpoints are.
 Used at the end of ``trivium run``, by ``trivium report``, and in ``report.html``.
 """
@@ -62,6 +63,7 @@ class RunSummary:
     staleness_mean: float | None = None
     staleness_max: float | None = None
     idle: dict[str, IdleTime] = field(default_factory=dict)  # role -> its waits on the other side
+    startup_seconds: float | None = None  # the latest process's start to its first step
     checkpoint_steps: list[int] = field(default_factory=list)
 
     @property
@@ -109,6 +111,9 @@ def compute_summary(
         _, waits = series(records, key, role=role)
         if waits:
             summary.idle[role] = IdleTime(total=sum(waits), steps=len(waits))
+    _, startups = series(records, names.STARTUP)
+    if startups:
+        summary.startup_seconds = startups[-1]
     return summary
 
 
@@ -180,6 +185,8 @@ def summary_lines(summary: RunSummary) -> list[str]:
             f"{role} {idle.total:.1f}s ({idle.per_step:.3f}s per step)" for role, idle in summary.idle.items()
         )
         lines.append(f"idle (waiting on the other side): {text}")
+    if summary.startup_seconds is not None:
+        lines.append(f"start-up: {summary.startup_seconds:.1f}s from the process's start to its first step")
     if summary.checkpoint_steps:
         steps = summary.checkpoint_steps
         shown = ", ".join(str(step) for step in steps[-5:])

@@ -11,7 +11,8 @@
 Idle time: each explorer step logs ``time/idle_explorer`` (seconds it waited on the trainer
 before the step: in ``both`` for a weight version or, ``fully_async``, for the trainer to
 catch up; in ``colocate`` the trainer's turn), each trainer step ``time/idle_trainer`` (seconds
-it waited for experiences: in ``colocate`` the explorer's turn before it).
+it waited for experiences: in ``colocate`` the explorer's turn before it). The first step of
+the process also logs ``time/startup`` (``trivium.runtime.startup``).
 
 The loops call the session and its two workers only. The workers are local objects or Ray
 actors (``trivium.runtime.ray_placement``); the loop code is the same.
@@ -28,6 +29,7 @@ from typing import Any
 from trivium.errors import ComponentDied, SyncTimeout, UserError
 from trivium.monitor.metric_names import IDLE_EXPLORER, IDLE_TRAINER
 from trivium.runtime.session import RunSession
+from trivium.runtime.startup import startup_metric
 from trivium.runtime.stopping import stop_requested
 from trivium.trainer import checkpoint as ckpt
 
@@ -61,8 +63,10 @@ def eval_if_due(session: RunSession) -> None:
 
 def explore_once(session: RunSession, progress: Any, *, idle_seconds: float = 0.0) -> dict[str, float] | None:
     """One explorer step, logged with the seconds it waited before it; None when the tasksets are exhausted."""
+    began = time.time()
     metrics = session.explorer.explore_once()
     if metrics is not None:
+        metrics.update(startup_metric(began))
         metrics[IDLE_EXPLORER] = idle_seconds
         step = int(metrics["explorer/step"])
         session.log_explorer(metrics, step)
@@ -78,11 +82,13 @@ def train_once(
 
     ``idle_seconds``: the trainer's wait before the step outside its own read (colocate: the explorer's turn).
     """
+    began = time.time()
     result = session.trainer.train_once(timeout)
     if result is None:
         return None
     metrics, consumed = result
     if metrics:
+        metrics.update(startup_metric(began))
         metrics[IDLE_TRAINER] = metrics.get(IDLE_TRAINER, 0.0) + idle_seconds
         step = session.trainer.global_step()
         session.log_trainer(metrics, step)

@@ -432,6 +432,7 @@ def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads:
         old_logprobs_source=trainer.old_logprobs_source,
         behaviour_weight_cap=None if trainer.behaviour_weight_cap is None else float(trainer.behaviour_weight_cap),
         share_prompt_forward=bool(trainer.share_prompt_forward),
+        pack_sequences=bool(trainer.use_remove_padding),
         gradient_checkpointing=bool(trainer.enable_gradient_checkpointing),
         staleness_limit=staleness_limit,
         staleness_mode=str(strategy_args.get("mode", "drop")),

@@ -9,6 +9,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModel
 
 from trivium.core.batch import ExperienceBatch
+from trivium.trainer.packing import pack, packs
 
 
 class CriticModel(torch.nn.Module):
@@ -33,12 +34,17 @@ class CriticModel(torch.nn.Module):
         state = self.value_head.state_dict() if state is None else state
         save_file({k: v.contiguous() for k, v in state.items()}, str(Path(directory) / "value_head.safetensors"))
 
-    def response_values(self, batch: ExperienceBatch) -> torch.Tensor:
-        """Value of the state before each response token: (B, R)."""
-        return self(batch)  # through forward: a sharded critic gathers its weights there
+    def response_values(self, batch: ExperienceBatch, *, packed: bool = False) -> torch.Tensor:
+        """Value of the state before each response token: (B, R); ``packed``: run the batch
+        as one row without padding (trainer/packing.py) when the trunk's family allows it."""
+        return self(batch, packed=packed)  # through forward: a sharded critic gathers its weights there
 
-    def forward(self, batch: ExperienceBatch) -> torch.Tensor:
+    def forward(self, batch: ExperienceBatch, packed: bool = False) -> torch.Tensor:
         """Value of the state before each response token: (B, R)."""
+        if packed and packs(self.trunk):
+            rows = pack(batch)
+            hidden = self.trunk(**rows.forward_kwargs()).last_hidden_state  # (1, T, H)
+            return self.value_head(hidden[0][rows.predicting]).squeeze(-1).float()
         hidden = self.trunk(
             input_ids=batch.input_ids,
             attention_mask=batch.attention_mask.long(),

@@ -6,6 +6,11 @@ share one prompt pass: each distinct prompt runs once, its key/value cache is co
 rows that need it (differentiably, so gradients reach the prompt pass), and only response
 tokens run per row. The result equals the full forward (tested, values and gradients); with
 8 samples of 22-token prompts and 10-token responses it halves the tokens the model sees.
+
+With sequence packing on (``trivium/trainer/packing.py``) a micro-batch can also run as one
+row without padding. Each micro-batch runs the exact forward that feeds the model the fewest
+tokens among those allowed: padded, shared prompt, or packed. Every forward computes the
+language-model head only at the positions that predict a response token.
 """
 
 from __future__ import annotations
@@ -15,26 +20,54 @@ import torch
 from trivium.algorithm.entropy import entropy_from_logits, expected_entropy_signal_from_logits
 from trivium.algorithm.logprobs import logprobs_from_logits
 from trivium.core.batch import ExperienceBatch
+from trivium.trainer.packing import pack, packs
 
 SHARED_PROMPT_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 # Share the prompt pass only when it at least halves the prompt rows.
 MIN_ROWS_PER_PROMPT = 2
 
 
-def response_logits(model: torch.nn.Module, batch: ExperienceBatch, share_prompts: bool = True) -> torch.Tensor:
+def response_logits(
+    model: torch.nn.Module, batch: ExperienceBatch, share_prompts: bool = True, *, pack_sequences: bool = False
+) -> torch.Tensor:
     """Logits that predict each response token: (B, R, V)."""
-    groups = prompt_groups(model, batch) if share_prompts else None
-    if groups is not None:
+    route, groups = cheapest_forward(model, batch, share_prompts=share_prompts, pack_sequences=pack_sequences)
+    if route == "shared":
         return _shared_prompt_logits(model, batch, *groups)
+    if route == "packed":
+        return _packed_logits(model, batch)
+    R = batch.response_length
     output = model(
         input_ids=batch.input_ids,
         attention_mask=batch.attention_mask.long(),
         position_ids=batch.position_ids,
         use_cache=False,
+        logits_to_keep=R + 1,  # the last prompt position and the response positions
     )
-    P, R = batch.prompt_length, batch.response_length
     # The logit at position t predicts token t + 1.
-    return output.logits[:, P - 1 : P + R - 1, :]
+    return output.logits[:, :R, :]
+
+
+def cheapest_forward(
+    model: torch.nn.Module, batch: ExperienceBatch, *, share_prompts: bool, pack_sequences: bool
+) -> tuple[str, tuple[torch.Tensor, torch.Tensor] | None]:
+    """("padded" | "shared" | "packed", the prompt groups when shared): the allowed forward
+    that feeds the model the fewest tokens; the padded one on a tie."""
+    B, P, R = batch.batch_size, batch.prompt_length, batch.response_length
+    tokens = {"padded": B * (P + R)}
+    groups = prompt_groups(model, batch) if share_prompts else None
+    if groups is not None:
+        tokens["shared"] = len(groups[0]) * P + B * (R - 1)
+    if pack_sequences and packs(model):
+        tokens["packed"] = batch.num_tokens
+    route = min(tokens, key=tokens.get)
+    return route, groups if route == "shared" else None
+
+
+def _packed_logits(model: torch.nn.Module, batch: ExperienceBatch) -> torch.Tensor:
+    packed = pack(batch)
+    output = model(**packed.forward_kwargs(), logits_to_keep=packed.keep)  # logits (1, K, V)
+    return output.logits[0][packed.kept_index]
 
 
 def prompt_groups(model: torch.nn.Module, batch: ExperienceBatch) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -79,9 +112,14 @@ def _shared_prompt_logits(
 
 
 def response_logprobs(
-    model: torch.nn.Module, batch: ExperienceBatch, *, with_entropy: bool = False, share_prompts: bool = True
+    model: torch.nn.Module,
+    batch: ExperienceBatch,
+    *,
+    with_entropy: bool = False,
+    share_prompts: bool = True,
+    pack_sequences: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    logits = response_logits(model, batch, share_prompts).float()
+    logits = response_logits(model, batch, share_prompts, pack_sequences=pack_sequences).float()
     labels = batch.input_ids[:, batch.prompt_length :]
     logprobs = logprobs_from_logits(logits, labels)
     entropy = entropy_from_logits(logits) if with_entropy else None
@@ -90,27 +128,37 @@ def response_logprobs(
 
 @torch.no_grad()
 def whole_batch_logprobs(
-    model: torch.nn.Module, batch: ExperienceBatch, plan: list[list[int]], share_prompts: bool = True
+    model: torch.nn.Module,
+    batch: ExperienceBatch,
+    plan: list[list[int]],
+    share_prompts: bool = True,
+    *,
+    pack_sequences: bool = False,
 ) -> torch.Tensor:
     """Response logprobs (B, R) for ``batch``, computed micro-batch by micro-batch without grad."""
     out = torch.zeros_like(batch.response_mask)
     for rows in plan:
         micro = batch.select(rows)
-        logprobs, _ = response_logprobs(model, micro, share_prompts=share_prompts)
+        logprobs, _ = response_logprobs(model, micro, share_prompts=share_prompts, pack_sequences=pack_sequences)
         out[rows, : micro.response_length] = logprobs
     return out
 
 
 @torch.no_grad()
 def whole_batch_entropy_terms(
-    model: torch.nn.Module, batch: ExperienceBatch, plan: list[list[int]], share_prompts: bool = True
+    model: torch.nn.Module,
+    batch: ExperienceBatch,
+    plan: list[list[int]],
+    share_prompts: bool = True,
+    *,
+    pack_sequences: bool = False,
 ) -> dict[str, torch.Tensor]:
     """What the entropy-aware advantages read, each (B, R): the current ``logprobs`` of the
     sampled tokens, the ``entropy`` and the ``expected_entropy_signal`` of each position."""
     out = {name: torch.zeros_like(batch.response_mask) for name in ("logprobs", "entropy", "expected_entropy_signal")}
     for rows in plan:
         micro = batch.select(rows)
-        logits = response_logits(model, micro, share_prompts).float()
+        logits = response_logits(model, micro, share_prompts, pack_sequences=pack_sequences).float()
         labels = micro.input_ids[:, micro.prompt_length :]
         R = micro.response_length
         out["logprobs"][rows, :R] = logprobs_from_logits(logits, labels)

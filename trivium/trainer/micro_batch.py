@@ -19,8 +19,9 @@ def split_by_count(batch: ExperienceBatch, micro_batch_size: int) -> list[list[i
     return [rows[start : start + size] for start in range(0, batch.batch_size, size)]
 
 
-def split_by_token_budget(batch: ExperienceBatch, max_tokens: int) -> list[list[int]]:
-    """Pack rows, longest first, into micro-batches whose padded size stays within ``max_tokens``.
+def split_by_token_budget(batch: ExperienceBatch, max_tokens: int, *, packed: bool = False) -> list[list[int]]:
+    """Group rows, longest first, into micro-batches of at most ``max_tokens`` tokens: padded
+    tokens (rows times the longest row), or real tokens when the micro-batches run packed.
 
     A row longer than the budget gets a micro-batch of its own rather than being dropped.
     """
@@ -28,26 +29,28 @@ def split_by_token_budget(batch: ExperienceBatch, max_tokens: int) -> list[list[
     order = torch.argsort(lengths, descending=True).tolist()
     groups: list[list[int]] = []
     current: list[int] = []
-    current_max = 0
+    current_max = current_sum = 0
     for row in order:
         length = int(lengths[row])
         widest = max(current_max, length)
-        if current and widest * (len(current) + 1) > max_tokens:
+        size = current_sum + length if packed else widest * (len(current) + 1)
+        if current and size > max_tokens:
             groups.append(current)
-            current, widest = [], length
+            current, widest, current_sum = [], length, 0
         current.append(row)
         current_max = widest
+        current_sum += length
     if current:
         groups.append(current)
     return [sorted(group) for group in groups]
 
 
 def plan_micro_batches(
-    batch: ExperienceBatch, *, use_dynamic_bsz: bool, micro_batch_size: int, max_token_len: int
+    batch: ExperienceBatch, *, use_dynamic_bsz: bool, micro_batch_size: int, max_token_len: int, packed: bool = False
 ) -> list[list[int]]:
     """Row indices of each micro-batch; ``batch.select(rows)`` builds it."""
     if use_dynamic_bsz:
-        return split_by_token_budget(batch, max_token_len)
+        return split_by_token_budget(batch, max_token_len, packed=packed)
     return split_by_count(batch, micro_batch_size)
 
 

@@ -74,6 +74,8 @@ class TrainerSettings:
     behaviour_weight_cap: float | None = 5.0
     # Rows with the same prompt share one prompt pass (see trainer/forward.py).
     share_prompt_forward: bool = True
+    # Micro-batches may also run packed: one row of real tokens, no padding (trainer/packing.py).
+    pack_sequences: bool = False
     gradient_checkpointing: bool = False
     staleness_limit: int | None = None
     staleness_mode: str = "drop"  # or "downweight"

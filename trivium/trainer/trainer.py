@@ -43,6 +43,8 @@ from trivium.trainer.forward import response_logprobs, whole_batch_entropy_terms
 from trivium.trainer.fsdp import DEFAULT_BUCKET_BYTES, clip_gradients, full_weight_buckets, shard_model
 from trivium.trainer.micro_batch import loss_scale, plan_micro_batches
 from trivium.trainer.optim import build_optimizer, build_scheduler
+from trivium.trainer.packed_attention import use_packed_attention
+from trivium.trainer.packing import PACKED_MODEL_TYPES, packs
 from trivium.trainer.rank_group import RankGroup, follow, on_every_rank
 from trivium.trainer.settings import TrainerSettings
 from trivium.trainer.sharded_checkpoint import (
@@ -59,13 +61,16 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def load_causal_lm(path: str, dtype: str = "float32", trainable: bool = True, device: str = "cpu",
-                   key: str = "model.model_path") -> torch.nn.Module:
+                   key: str = "model.model_path", packed: bool = False) -> torch.nn.Module:
+    """``packed``: the model will also run packed micro-batches (trainer/packing.py)."""
     check_model_dir(path, key=key)
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES.get(dtype, torch.float32)).to(device)
     except (OSError, ValueError) as error:
         raise UserError(f"Cannot load the model in {key}={path!r}: {error}") from error
     model.config.use_cache = False
+    if packed:
+        use_packed_attention(model)
     if not trainable:
         model.eval()
         model.requires_grad_(False)
@@ -99,7 +104,7 @@ class Trainer:
 
         self.device = rank_group.device if rank_group else torch.device(settings.device)
         device = str(self.device)
-        self.actor = load_causal_lm(settings.model_path, settings.dtype, device=device)
+        self.actor = load_causal_lm(settings.model_path, settings.dtype, device=device, packed=settings.pack_sequences)
         if settings.lora is not None:
             self.actor = lora.wrap_with_lora(self.actor, settings.lora)
         if settings.gradient_checkpointing:
@@ -109,9 +114,14 @@ class Trainer:
             if settings.lora is not None:
                 self.actor.enable_input_require_grads()  # frozen embeddings: checkpointed blocks still need grads
         self.actor.train()
+        if settings.pack_sequences and not packs(self.actor):
+            raise UserError(
+                f"trainer.use_remove_padding: packed micro-batches are implemented for {', '.join(PACKED_MODEL_TYPES)} "
+                f"models; {settings.model_path} is a {self.actor.config.model_type!r} model. Set it to false"
+            )
         # Under LoRA the reference is the actor with its adapter switched off: no second copy.
         self.reference = (
-            load_causal_lm(settings.model_path, settings.dtype, trainable=False, device=device)
+            load_causal_lm(settings.model_path, settings.dtype, trainable=False, device=device, packed=settings.pack_sequences)
             if settings.loss.needs_reference and settings.lora is None
             else None
         )
@@ -132,6 +142,8 @@ class Trainer:
             critic_key = "model.critic_model_path" if settings.critic_model_path else "model.model_path"
             critic_path = check_model_dir(settings.critic_model_path or settings.model_path, key=critic_key)
             self.critic = CriticModel.from_pretrained(str(critic_path)).to(self.device)
+            if settings.pack_sequences:
+                use_packed_attention(self.critic.trunk)
             self.critic.train()
             self._shard(self.critic)
             self.critic_optimizer = build_optimizer(
@@ -206,6 +218,11 @@ class Trainer:
             and not self.parallel.sharded
         )
 
+    @property
+    def forward_options(self) -> dict[str, bool]:
+        """Which exact forwards a micro-batch may run (trainer/forward.py picks the cheapest)."""
+        return {"share_prompts": self.share_prompts, "pack_sequences": self.settings.pack_sequences}
+
     def plan(self, batch: ExperienceBatch) -> list[list[int]]:
         s = self.settings
         if pairs_rows(POLICY_LOSS_FNS.get(s.loss.policy_loss_fn)):
@@ -218,6 +235,7 @@ class Trainer:
             use_dynamic_bsz=s.use_dynamic_bsz,
             micro_batch_size=s.micro_batch_size,
             max_token_len=s.max_token_len_per_gpu,
+            packed=s.pack_sequences,
         )
 
     # ------------------------------------------------------------------ stages of a step
@@ -257,16 +275,16 @@ class Trainer:
     def batch_logprobs(self, model: torch.nn.Module, batch: ExperienceBatch, plan: list[list[int]]) -> torch.Tensor:
         """Response logprobs (B, R) without grad; each rank computes its micro-batches, then all sum."""
         mine, repeats = self.parallel.split(plan)
-        logprobs = whole_batch_logprobs(model, batch, mine, self.share_prompts)
+        logprobs = whole_batch_logprobs(model, batch, mine, **self.forward_options)
         if repeats:
-            whole_batch_logprobs(model, batch, repeats, self.share_prompts)
+            whole_batch_logprobs(model, batch, repeats, **self.forward_options)
         return self.parallel.sum_rows(logprobs)
 
     def batch_entropy_terms(self, batch: ExperienceBatch, plan: list[list[int]]) -> dict[str, torch.Tensor]:
         mine, repeats = self.parallel.split(plan)
-        terms = whole_batch_entropy_terms(self.actor, batch, mine, self.share_prompts)
+        terms = whole_batch_entropy_terms(self.actor, batch, mine, **self.forward_options)
         if repeats:
-            whole_batch_entropy_terms(self.actor, batch, repeats, self.share_prompts)
+            whole_batch_entropy_terms(self.actor, batch, repeats, **self.forward_options)
         return {name: self.parallel.sum_rows(tensor) for name, tensor in terms.items()}
 
     def compute_values(self, batch: ExperienceBatch, plan: list[list[int]]) -> torch.Tensor:
@@ -274,7 +292,7 @@ class Trainer:
         with torch.no_grad():
             for share in self.parallel.micro_batches(plan):
                 micro = batch.select(share.rows)
-                computed = self.critic.response_values(micro)
+                computed = self.critic.response_values(micro, packed=self.settings.pack_sequences)
                 if share.counts:
                     values[share.rows, : micro.response_length] = computed
         return self.parallel.sum_rows(values)
@@ -357,9 +375,7 @@ class Trainer:
                 rows = share.rows
                 micro = batch.select(rows)
                 R = micro.response_length
-                logprobs, entropy = response_logprobs(
-                    self.actor, micro, with_entropy=want_entropy, share_prompts=self.share_prompts
-                )
+                logprobs, entropy = response_logprobs(self.actor, micro, with_entropy=want_entropy, **self.forward_options)
                 old = logprobs.detach() if old_logprobs is None else old_logprobs[rows, :R]
                 advantages, weight_metrics = self.decoupled_advantages(micro, old)
                 extra: dict[str, Any] = {}
@@ -445,7 +461,7 @@ class Trainer:
                 rows = share.rows
                 micro = batch.select(rows)
                 R = micro.response_length
-                values = self.critic.response_values(micro)
+                values = self.critic.response_values(micro, packed=self.settings.pack_sequences)
                 loss, metrics = clipped_value_loss(
                     values=values,
                     old_values=old_values[rows, :R],

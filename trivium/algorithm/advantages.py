@@ -25,14 +25,20 @@ standard deviation as 1, so the lone sample's advantage is its own score.
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import torch
+from typing import TYPE_CHECKING
 
 from trivium.algorithm.aggregation import masked_whiten
 from trivium.algorithm.grouping import GroupStats, group_logavgexp, group_stats
+from trivium.lazy import lazy_module, no_grad
 from trivium.registry import Registry
 
-AdvantageFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch", globals())
+
+# Quoted, so that importing this module does not import torch (see trivium.lazy).
+AdvantageFn = Callable[..., "tuple[torch.Tensor, torch.Tensor]"]
 
 # The other advantage families register themselves when imported, on first lookup.
 ADVANTAGE_FNS: Registry[AdvantageFn] = Registry(
@@ -162,7 +168,7 @@ def _broadcast(per_sequence: torch.Tensor, response_mask: torch.Tensor) -> torch
 
 
 @register_advantage_fn("grpo", needs_group=True)
-@torch.no_grad()
+@no_grad
 def grpo_advantages(
     *,
     token_level_rewards: torch.Tensor,
@@ -191,7 +197,7 @@ def grpo_advantages(
 
 
 @register_advantage_fn("grpo_verl", needs_group=True, in_trainer=True)
-@torch.no_grad()
+@no_grad
 def grpo_verl_advantages(
     *,
     token_level_rewards: torch.Tensor,
@@ -212,7 +218,7 @@ def grpo_verl_advantages(
 
 
 @register_advantage_fn("rloo", needs_group=True)
-@torch.no_grad()
+@no_grad
 def rloo_advantages(
     *,
     token_level_rewards: torch.Tensor,
@@ -232,7 +238,7 @@ def rloo_advantages(
 
 
 @register_advantage_fn("opmd", needs_group=True)
-@torch.no_grad()
+@no_grad
 def opmd_advantages(
     *,
     token_level_rewards: torch.Tensor,
@@ -266,7 +272,7 @@ def opmd_advantages(
 
 
 @register_advantage_fn("ppo", needs_critic=True)
-@torch.no_grad()
+@no_grad
 def gae_advantages(
     *,
     token_level_rewards: torch.Tensor,
@@ -309,7 +315,7 @@ def gae_advantages(
 
 
 @register_advantage_fn("reinforceplusplus")
-@torch.no_grad()
+@no_grad
 def reinforce_plus_plus_advantages(
     *,
     token_level_rewards: torch.Tensor,
@@ -338,7 +344,7 @@ def reinforce_plus_plus_advantages(
 
 
 @register_advantage_fn("remax")
-@torch.no_grad()
+@no_grad
 def remax_advantages(
     *,
     token_level_rewards: torch.Tensor,
@@ -368,7 +374,7 @@ def remax_advantages(
 
 
 @register_advantage_fn("none")
-@torch.no_grad()
+@no_grad
 def no_advantages(
     *,
     token_level_rewards: torch.Tensor,

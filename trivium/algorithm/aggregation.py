@@ -8,9 +8,15 @@ without tokens do not count as rows.
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from trivium.errors import UserError
+from trivium.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch", globals())
 
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
 

@@ -10,8 +10,7 @@ Registered into ``POLICY_LOSS_FNS`` when this module is imported (on first looku
 from __future__ import annotations
 
 import math
-
-import torch
+from typing import TYPE_CHECKING
 
 from trivium.algorithm.aggregation import aggregate_loss
 from trivium.algorithm.policy_losses import (
@@ -21,6 +20,12 @@ from trivium.algorithm.policy_losses import (
     ppo_policy_loss,
     sft_loss,
 )
+from trivium.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch", globals())
 
 
 def mu_schedule(*, step: int, warmup_steps: int, decay_steps: int, peak: float, valley: float) -> float:

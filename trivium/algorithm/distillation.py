@@ -14,10 +14,15 @@ student towards the teacher on its own samples (on-policy distillation). Signatu
 from __future__ import annotations
 
 import math
-
-import torch
+from typing import TYPE_CHECKING
 
 from trivium.algorithm.advantages import register_advantage_fn
+from trivium.lazy import lazy_module, no_grad
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch", globals())
 
 
 def _require_teacher(estimator: str, old_logprobs: torch.Tensor | None, teacher_logprobs: torch.Tensor | None) -> None:
@@ -29,7 +34,7 @@ def _require_teacher(estimator: str, old_logprobs: torch.Tensor | None, teacher_
 
 
 @register_advantage_fn("on_policy_distill", in_trainer=True, needs_teacher=True)
-@torch.no_grad()
+@no_grad
 def on_policy_distill_advantages(
     *,
     token_level_rewards: torch.Tensor,
@@ -74,7 +79,7 @@ def jsd_gradient_weight(student_logprobs: torch.Tensor, teacher_logprobs: torch.
 
 
 @register_advantage_fn("jsd", in_trainer=True, needs_teacher=True)
-@torch.no_grad()
+@no_grad
 def jsd_advantages(
     *,
     token_level_rewards: torch.Tensor,

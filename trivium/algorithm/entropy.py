@@ -9,13 +9,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import torch
+from typing import TYPE_CHECKING
 
 from trivium.algorithm.aggregation import aggregate_loss
+from trivium.lazy import lazy_module
 from trivium.registry import Registry
 
-EntropyLossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch", globals())
+
+# Quoted, so that importing this module does not import torch (see trivium.lazy).
+EntropyLossFn = Callable[..., "tuple[torch.Tensor, dict[str, float]]"]
 
 ENTROPY_LOSS_FNS: Registry[EntropyLossFn] = Registry("entropy_loss_fn")
 

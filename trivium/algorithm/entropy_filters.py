@@ -19,9 +19,20 @@ A dropped token gets advantage 0; it still counts in the loss's token denominato
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
-from trivium.algorithm.advantages import _broadcast, _group_scores, normalized_group_scores, register_advantage_fn
+from trivium.algorithm.advantages import (
+    _broadcast,
+    _group_scores,
+    normalized_group_scores,
+    register_advantage_fn,
+)
+from trivium.lazy import lazy_module, no_grad
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch", globals())
 
 
 def entropy_signal(logprobs: torch.Tensor, entropy: torch.Tensor) -> torch.Tensor:
@@ -31,7 +42,7 @@ def entropy_signal(logprobs: torch.Tensor, entropy: torch.Tensor) -> torch.Tenso
 
 
 @register_advantage_fn("clipb", needs_group=True, in_trainer=True, needs_entropy=True)
-@torch.no_grad()
+@no_grad
 def clipb_advantages(
     *,
     token_level_rewards: torch.Tensor,
@@ -69,7 +80,7 @@ def clipb_advantages(
 
 
 @register_advantage_fn("clipv", needs_group=True, in_trainer=True, needs_entropy=True)
-@torch.no_grad()
+@no_grad
 def clipv_advantages(
     *,
     token_level_rewards: torch.Tensor,

@@ -12,13 +12,19 @@ It is used either as a penalty folded into the rewards before advantages are com
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import torch
+from typing import TYPE_CHECKING
 
 from trivium.algorithm.aggregation import aggregate_loss, masked_mean
+from trivium.lazy import lazy_module
 from trivium.registry import Registry
 
-KLFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch", globals())
+
+# Quoted, so that importing this module does not import torch (see trivium.lazy).
+KLFn = Callable[["torch.Tensor", "torch.Tensor"], "torch.Tensor"]
 
 KL_FNS: Registry[KLFn] = Registry("kl_fn")
 

@@ -19,14 +19,20 @@ episode's steps share its advantage instead of each carrying all of it.
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from trivium.algorithm.advantages import _broadcast, _check_inputs, _require, register_advantage_fn
 from trivium.algorithm.grouping import group_stats
+from trivium.lazy import lazy_module, no_grad
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch", globals())
 
 
 @register_advantage_fn("multi_step_grpo", needs_group=True, needs_episodes=True)
-@torch.no_grad()
+@no_grad
 def multi_step_grpo_advantages(
     *,
     token_level_rewards: torch.Tensor,

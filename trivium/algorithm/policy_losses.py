@@ -14,15 +14,22 @@ for mix) are passed by keyword; the other losses ignore them. Log-ratios are cla
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
 
 from trivium.algorithm.aggregation import aggregate_loss, masked_mean, masked_sum
 from trivium.algorithm.arguments import check_fn_args
+from trivium.lazy import lazy_module
 from trivium.registry import Registry
 
-PolicyLossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
+if TYPE_CHECKING:
+    import torch
+    import torch.nn.functional as F
+else:
+    torch = lazy_module("torch", globals())
+    F = lazy_module("torch.nn.functional", globals())
+
+# Quoted, so that importing this module does not import torch (see trivium.lazy).
+PolicyLossFn = Callable[..., "tuple[torch.Tensor, dict[str, float]]"]
 
 # The other loss families register themselves when imported, on first lookup.
 POLICY_LOSS_FNS: Registry[PolicyLossFn] = Registry(

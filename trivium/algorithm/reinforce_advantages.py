@@ -7,7 +7,7 @@ are registered into ``ADVANTAGE_FNS`` when this module is imported (on first loo
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from trivium.algorithm.advantages import (
     _broadcast,
@@ -17,10 +17,16 @@ from trivium.algorithm.advantages import (
     single_sample_convention,
 )
 from trivium.algorithm.grouping import group_stats
+from trivium.lazy import lazy_module, no_grad
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch", globals())
 
 
 @register_advantage_fn("reinforce", needs_group=True)
-@torch.no_grad()
+@no_grad
 def reinforce_advantages(
     *,
     token_level_rewards: torch.Tensor,
@@ -40,7 +46,7 @@ def reinforce_advantages(
 
 
 @register_advantage_fn("asymre", needs_group=True)
-@torch.no_grad()
+@no_grad
 def asymre_advantages(
     *,
     token_level_rewards: torch.Tensor,
@@ -66,7 +72,7 @@ def asymre_advantages(
 
 
 @register_advantage_fn("rec", needs_group=True)
-@torch.no_grad()
+@no_grad
 def rec_advantages(
     *,
     token_level_rewards: torch.Tensor,
@@ -125,7 +131,7 @@ def _balanced_keep(
 
 
 @register_advantage_fn("raft", needs_group=True)
-@torch.no_grad()
+@no_grad
 def raft_advantages(
     *,
     token_level_rewards: torch.Tensor,

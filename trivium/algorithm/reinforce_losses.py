@@ -7,10 +7,16 @@ importance_sampling, topr, sapo, sppo, rec and raft; each has the signature docu
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from trivium.algorithm.aggregation import aggregate_loss, masked_mean
 from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, _item, clamped_log_ratio
+from trivium.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_module("torch", globals())
 
 REC_CLIP_MODES = ("none", "one-side", "gspo-one-side", "two-side", "ring")
 REC_WEIGHTS = ("none", "importance_sampling", "truncated_importance_sampling", "gspo_importance_sampling", "advantage")

@@ -22,8 +22,6 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import torch
-
 from trivium.core.experience import Experience
 from trivium.errors import UserError
 from trivium.workflows.base import Workflow
@@ -147,6 +145,8 @@ def last_turn_view(experience: Experience) -> Experience:
 
     tokens (T,) unchanged; prompt_length moves to where the last run of model tokens starts.
     """
+    import torch  # here: validating a config imports this module and must not load torch
+
     mask = experience.action_mask
     starts = [i for i in range(mask.numel()) if mask[i] and (i == 0 or not mask[i - 1])]
     start = starts[-1] if starts else mask.numel()

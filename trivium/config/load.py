@@ -22,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from trivium.config.errors import ConfigError, Problem
 from trivium.config.schema import TriviumConfig
-from trivium.config.typecheck import check_keys, check_values, join, schema_fields
+from trivium.config.typecheck import build_dataclass, check_keys, check_values, join, schema_fields
 from trivium.errors import utf8_problem
 
 PASSTHROUGH_KEY = "trivium"
@@ -107,11 +107,9 @@ def build_config(layers: list[tuple[str, Any]], overrides: Iterable[str], source
 def to_config(data: dict, source: str = "<dict>") -> TriviumConfig:
     """Plain, checked data -> TriviumConfig dataclass (defaults fill what is missing)."""
     try:
-        structured = OmegaConf.merge(OmegaConf.structured(TriviumConfig), data)
-        return OmegaConf.to_object(structured)
-    except OmegaConfBaseException as error:
-        key = getattr(error, "full_key", "") or ""
-        raise ConfigError(Problem(str(key), _first_line(error)), source) from None
+        return build_dataclass(TriviumConfig, data)
+    except ConfigError as error:
+        raise ConfigError(error.problems, source) from None
 
 
 def config_to_dict(config: TriviumConfig) -> dict:

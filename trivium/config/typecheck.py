@@ -3,11 +3,13 @@
 Two jobs, both reporting dotted key paths: find keys the schema does not know (with the
 closest valid key), and check and normalize leaf values (types and allowed choices). It
 works on plain data so it serves YAML files, command-line overrides and, via
-``dataclasses.asdict``, configs built in code.
+``dataclasses.asdict``, configs built in code. ``build_dataclass`` then turns data that
+passed both checks into the schema's dataclasses.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import functools
@@ -15,7 +17,7 @@ import types
 import typing
 from typing import Any
 
-from trivium.config.errors import Problem
+from trivium.config.errors import ConfigError, Problem
 
 _TRUE = {"true", "yes", "on"}
 _FALSE = {"false", "no", "off"}
@@ -216,4 +218,47 @@ def check_values(
         return data
     if choices:
         normalized = _check_choice(normalized, choices, path, problems, dotted_path)
+    return normalized
+
+
+def build_dataclass(cls: type, data: dict, path: str = "") -> Any:
+    """Checked, normalized ``data`` -> an instance of the schema dataclass ``cls``.
+
+    Missing keys take their defaults, normalized like given values (a float field holds a
+    float); sections, and lists and mappings of sections, become dataclasses; any other list
+    or mapping is copied, so the result shares nothing with ``data``. Data that did not pass
+    ``check_keys`` and ``check_values`` raises ConfigError.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(Problem(path, f"expected {_type_name(cls)}, got {data!r}"))
+    fields = schema_fields(cls)
+    values = {}
+    for key, value in {**_defaults(cls), **data}.items():
+        if key not in fields:
+            raise ConfigError(_unknown_key_problem(str(key), path, cls, cls))
+        values[key] = _build_value(fields[key][0], value, join(path, key))
+    return cls(**values)
+
+
+@functools.lru_cache(maxsize=None)
+def _defaults(cls: type) -> dict:
+    return dataclasses.asdict(cls())  # read only: _build_value copies what it keeps
+
+
+def _build_value(annotation: Any, value: Any, path: str) -> Any:
+    inner, _ = _strip_optional(annotation)
+    if value is None or inner is Any:
+        return copy.deepcopy(value)
+    if dataclasses.is_dataclass(inner):
+        return build_dataclass(inner, value, path)
+    origin = typing.get_origin(inner)
+    if origin is list:
+        (item_type,) = typing.get_args(inner)
+        return [_build_value(item_type, item, join(path, index)) for index, item in enumerate(value)]
+    if origin is dict:
+        value_type = typing.get_args(inner)[1]
+        return {key: _build_value(value_type, item, join(path, str(key))) for key, item in value.items()}
+    ok, normalized = _coerce_scalar(value, inner)
+    if not ok:
+        raise ConfigError(Problem(path, f"expected {_type_name(annotation)}, got {value!r}"))
     return normalized

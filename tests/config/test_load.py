@@ -8,9 +8,11 @@ import warnings
 import pytest
 import yaml
 
+from trivium.config.errors import ConfigError
 from trivium.config.load import check_key_path, load_config, load_config_from_dict, parse_override
 from trivium.config.resolve import resolve_with_notes
 from trivium.config.schema import StorageConfig, TriviumConfig
+from trivium.config.typecheck import build_dataclass
 
 
 def test_defaults_and_interpolation(write_config, monkeypatch):
@@ -134,3 +136,27 @@ def test_load_from_dict_and_structured_defaults():
     config = load_config_from_dict({"buffer": {"trainer_input": {"auxiliary_buffers": {"sft": {"path": "/d"}}}}})
     assert isinstance(config.buffer.trainer_input.auxiliary_buffers["sft"], StorageConfig)
     assert config.buffer.trainer_input.auxiliary_buffers["sft"].split == "train"
+
+
+def test_list_items_become_sections_with_schema_typed_defaults():
+    config = load_config_from_dict({"buffer": {"explorer_input": {"eval_tasksets": [{"name": "test", "path": "/t"}]}}})
+    (taskset,) = config.buffer.explorer_input.eval_tasksets
+    assert isinstance(taskset, StorageConfig) and taskset.path == "/t"
+    # The schema writes this default as 1800; a float field holds a float, given or not.
+    assert taskset.max_read_timeout == 1800.0 and isinstance(taskset.max_read_timeout, float)
+
+
+def test_built_config_shares_no_containers_with_its_data():
+    data = {"explorer": {"env_vars": {"A": "1"}}, "buffer": {"explorer_input": {"eval_tasksets": [{"name": "e"}]}}}
+    config = build_dataclass(TriviumConfig, data)
+    config.explorer.env_vars["B"] = "2"
+    config.buffer.explorer_input.eval_tasksets[0].name = "changed"
+    assert data == {"explorer": {"env_vars": {"A": "1"}}, "buffer": {"explorer_input": {"eval_tasksets": [{"name": "e"}]}}}
+
+
+def test_building_from_unchecked_data_names_the_key():
+    with pytest.raises(ConfigError, match=r"buffer\.explorer_input\.eval_tasksets\[0\]\.pth: unknown key 'pth'\. "
+                                          r"Did you mean 'buffer\.explorer_input\.eval_tasksets\[0\]\.path'\?"):
+        build_dataclass(TriviumConfig, {"buffer": {"explorer_input": {"eval_tasksets": [{"pth": "/t"}]}}})
+    with pytest.raises(ConfigError, match=r"buffer\.batch_size: expected an integer, got 'many'"):
+        build_dataclass(TriviumConfig, {"buffer": {"batch_size": "many"}})

@@ -1,0 +1,192 @@
+"""Start-up: how long the command line takes before it does anything, and before a run's first step.
+
+Every measurement is a fresh process, timed from outside (spawn to exit) or, for a run, by
+the run itself (``time/startup``: the process's start to its first step, read from
+``metrics.jsonl``). Measurements alternate and repeat; the table gives medians and ranges.
+
+- ``interpreter``: ``python -c pass``, the floor of any command;
+- ``CLI import``: import ``trivium.cli.main`` and build the parser with every subcommand,
+  what each command pays before its own work;
+- ``trivium plan``: load, resolve and check both stages of ``examples/quickstart.yaml``;
+- ``first rollout``: ``trivium run`` of the quickstart's GRPO stage alone (``stages=[]``, no
+  evaluation sets, one step) on a fresh tiny model: ``time/startup`` is the time from the
+  process's start to the first explorer step, the first rollout of the run;
+- ``torch + transformers floor``: a bare script that imports torch and transformers and loads
+  the same tokenizer and model, timed the same way, and split into those three parts: what
+  any run that trains the model in its own process pays, trivium or not.
+
+    python benchmarks/startup.py [--repeats 5]
+
+Writes benchmarks/results/startup.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+from machine import describe  # benchmarks/, the script's own folder, is on sys.path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS_FILE = Path(__file__).parent / "results" / "startup.md"
+QUICKSTART = ROOT / "examples" / "quickstart.yaml"
+# The quickstart's GRPO stage alone, one step, nothing evaluated: the run ends soon after its first rollout.
+FIRST_ROLLOUT_OVERRIDES = [
+    "stages=[]", "buffer.total_steps=1", "explorer.eval_on_startup=false", "buffer.explorer_input.eval_tasksets=[]",
+    "trainer.save_hf_checkpoint=never",
+]
+FLOOR_SCRIPT = """
+import sys, time
+from trivium.runtime.startup import process_started_at
+marks = [time.time()]
+import torch
+marks.append(time.time())
+from transformers import AutoModelForCausalLM, AutoTokenizer
+AutoTokenizer.from_pretrained(sys.argv[1])  # imports the model type's configuration code
+marks.append(time.time())
+AutoModelForCausalLM.from_pretrained(sys.argv[1])
+marks.append(time.time())
+started = process_started_at()
+print(marks[-1] - started, *(later - earlier for earlier, later in zip(marks, marks[1:])))
+"""
+
+def environment() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
+def wall_seconds(command: list[str], cwd: Path) -> float:
+    """Seconds from spawning ``command`` to its exit."""
+    began = time.perf_counter()
+    subprocess.run(command, cwd=cwd, env=environment(), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - began
+
+
+def first_rollout_seconds(model: Path, data: Path, run_root: Path) -> tuple[float, float]:
+    """(time/startup the run logged, the whole run's wall seconds) of one short quickstart run."""
+    env = {**environment(), "TRIVIUM_MODEL_PATH": str(model), "TRIVIUM_DATA_PATH": str(data),
+           "TRIVIUM_CHECKPOINT_ROOT_DIR": str(run_root)}
+    run_root.mkdir(parents=True)
+    began = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "trivium.cli.main", "run", "--config", str(QUICKSTART), *FIRST_ROLLOUT_OVERRIDES],
+        cwd=run_root, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    wall = time.perf_counter() - began
+    metrics = run_root / "quickstart" / "arithmetic" / "metrics.jsonl"
+    startups = [record["time/startup"] for record in map(json.loads, metrics.read_text().splitlines())
+                if "time/startup" in record]
+    if len(startups) != 1:
+        raise RuntimeError(f"expected one time/startup in {metrics}, found {startups}")
+    return startups[0], wall
+
+
+def floor_seconds(model: Path, cwd: Path) -> list[float]:
+    """[process start to done, torch import, transformers import and tokenizer, model] in seconds."""
+    completed = subprocess.run(
+        [sys.executable, "-c", FLOOR_SCRIPT, str(model)], cwd=cwd, env=environment(), check=True,
+        capture_output=True, text=True,
+    )
+    return [float(value) for value in completed.stdout.splitlines()[-1].split()]
+
+
+def build_assets(work: Path) -> tuple[Path, Path]:
+    model, data = work / "model", work / "data"
+    python = [sys.executable, "-m", "trivium.cli.main"]
+    for command in (
+        [*python, "init", "model", "--preset", "tiny", "--out", str(model)],
+        [*python, "init", "data", "--task", "arithmetic", "--out", str(data), "--num-train", "2000", "--num-test", "200"],
+    ):
+        subprocess.run(command, cwd=work, env=environment(), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return model, data
+
+
+def measure(repeats: int, work: Path) -> dict[str, list[float]]:
+    model, data = build_assets(work)
+    python = sys.executable
+    samples: dict[str, list[float]] = {name: [] for name in (
+        "interpreter", "CLI import", "trivium plan", "first rollout", "first rollout: whole run",
+        "torch + transformers floor", "floor: import torch", "floor: import transformers, load the tokenizer",
+        "floor: load the model",
+    )}
+    for repeat in range(repeats):
+        samples["interpreter"].append(wall_seconds([python, "-c", "pass"], work))
+        samples["CLI import"].append(wall_seconds(
+            [python, "-c", "from trivium.cli.main import build_parser; build_parser()"], work))
+        samples["trivium plan"].append(wall_seconds(
+            [python, "-m", "trivium.cli.main", "plan", "--config", str(QUICKSTART)], work))
+        startup, whole = first_rollout_seconds(model, data, work / f"run_{repeat}")
+        samples["first rollout"].append(startup)
+        samples["first rollout: whole run"].append(whole)
+        floor = floor_seconds(model, work)
+        for name, value in zip(list(samples)[-4:], floor):
+            samples[name].append(value)
+        print(f"repeat {repeat + 1}/{repeats}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in samples.items()), flush=True)
+    return samples
+
+
+HOW = {
+    "interpreter": "`python -c pass`, spawn to exit",
+    "CLI import": "`python -c \"from trivium.cli.main import build_parser; build_parser()\"`, spawn to exit",
+    "trivium plan": "`python -m trivium.cli.main plan --config examples/quickstart.yaml` (2 stages), spawn to exit",
+    "first rollout": "`time/startup` of `trivium run` on the quickstart's GRPO stage: process start to the first "
+                     "explorer step",
+    "first rollout: whole run": "the same run, spawn to exit (one step, a final checkpoint, plots and report)",
+    "torch + transformers floor": "a bare script: import torch and transformers, load the tiny tokenizer and "
+                                  "model; process start to done",
+    "floor: import torch": "its `import torch`",
+    "floor: import transformers, load the tokenizer": "its `from transformers import ...` and "
+                                                      "`AutoTokenizer.from_pretrained` (which imports the model "
+                                                      "type's configuration code, and with it most of transformers)",
+    "floor: load the model": "its `AutoModelForCausalLM.from_pretrained` (the model's code and weights)",
+}
+
+
+def render(samples: dict[str, list[float]], repeats: int) -> str:
+    lines = [
+        "# Start-up: the command line and the first rollout",
+        "",
+        describe(torch=version("torch"), transformers=version("transformers")),
+        "",
+        (f"`python benchmarks/startup.py --repeats {repeats}`: each measurement a fresh process, the kinds "
+         f"alternating, {repeats} rounds. First-rollout run: `{' '.join(FIRST_ROLLOUT_OVERRIDES)}` on a fresh "
+         "`trivium init model --preset tiny`."),
+        "",
+        "| what | median | range | how |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, values in samples.items():
+        lines.append(f"| {name} | {statistics.median(values):.2f} s | {min(values):.2f}-{max(values):.2f} s "
+                     f"| {HOW[name]} |")
+    trivium_share = statistics.median(samples["first rollout"]) - statistics.median(samples["torch + transformers floor"])
+    lines += [
+        "",
+        (f"Of the first rollout's median, {trivium_share:.2f} s is above the floor of importing torch and "
+         "transformers and loading the model once: the config checks, trivium's own imports, and building "
+         "the trainer and the rollout engine."),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=RESULTS_FILE)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        samples = measure(args.repeats, Path(work))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(render(samples, args.repeats))
+    print(args.out.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,6 @@
+import pytest
 import torch
+from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from trivium.core.experience import Experience
 
@@ -23,3 +25,19 @@ def make_experiences(num_groups=2, group_size=4, prompt_len=5, seed=0, vocab=50)
                 )
             )
     return experiences
+
+
+def qwen2_model() -> torch.nn.Module:
+    """A small random Qwen2: a second decoder family beside the tiny Llama."""
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2)
+    return Qwen2ForCausalLM(config)
+
+
+@pytest.fixture(params=["llama", "qwen2"])
+def model(request, tiny_model_dir):
+    """A fresh model of each family the trainer's exact forwards are checked on."""
+    if request.param == "llama":
+        return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    return qwen2_model()

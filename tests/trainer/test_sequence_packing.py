@@ -4,7 +4,7 @@ import copy
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausalLM
+from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
 
 from trivium.core.batch import ExperienceBatch
 from trivium.core.experience import Experience
@@ -61,20 +61,6 @@ def test_sequence_rows_right_pad_each_sequence():
     assert rows.tolist() == [[0, 1, 2], [3, 3, 3], [4, 5, 4]]
     # Packed position t sits at (sequence, offset) -> sequence * 3 + offset.
     assert back.tolist() == [0, 1, 2, 3, 6, 7]
-
-
-def qwen2_model() -> torch.nn.Module:
-    torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2)
-    return Qwen2ForCausalLM(config)
-
-
-@pytest.fixture(params=["llama", "qwen2"])
-def model(request, tiny_model_dir):
-    if request.param == "llama":
-        return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
-    return qwen2_model()
 
 
 def logprobs_and_grads(model, batch, packed):

@@ -1,8 +1,6 @@
 """Rows sharing a prompt share one prompt pass; logprobs and gradients equal the full forward."""
 
-import pytest
 import torch
-from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from trivium.core.batch import ExperienceBatch
 from trivium.core.experience import Experience
@@ -22,20 +20,6 @@ def grouped_experiences(vocab: int, samples: int = 4) -> list[Experience]:
                 Experience(tokens=torch.cat([prompt, response]), prompt_length=prompt_len, reward=1.0, group_id=f"g{group}")
             )
     return experiences
-
-
-def qwen2_model() -> torch.nn.Module:
-    torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2)
-    return Qwen2ForCausalLM(config)
-
-
-@pytest.fixture(params=["llama", "qwen2"])
-def model(request, tiny_model_dir):
-    if request.param == "llama":
-        return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
-    return qwen2_model()
 
 
 def logprobs_and_grads(model, batch, share):

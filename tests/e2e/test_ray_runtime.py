@@ -131,6 +131,47 @@ def test_ray_both_learns_and_leaves_no_ray_process(tmp_path, assets):
     assert ray_processes() - before == set(), "the run left Ray processes behind"
 
 
+def test_a_two_rank_trainer_runs_as_ray_actors_learns_and_saves_sharded(tmp_path, assets):
+    before = ray_processes()
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "short_answer.py").write_text(SHORT_ANSWER_REWARD)
+    config = ray_config(
+        assets,
+        tmp_path / "runs",
+        **{
+            "explorer.rollout_model.engine_num": 1,
+            "trainer.trainer_strategy": "fsdp2",
+            "trainer.data_parallel_size": 2,
+            "algorithm.optimizer.lr": 5e-3,
+            "buffer.batch_size": 8,
+            "buffer.total_steps": 12,
+            "buffer.explorer_input.default_reward_fn_type": "short_answer",
+            "synchronizer.sync_offset": 1,
+        },
+    )
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("RAY_ADDRESS", None)
+    result = subprocess.run(
+        trivium("run", "--config", write(tmp_path, config), "--plugin-dir", str(plugins)),
+        capture_output=True, text=True, timeout=600, env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = tmp_path / "runs" / "e2e" / "run"
+    actors = json.loads((run_dir / "ray_actors.json").read_text())
+    assert {"explorer", "trainer", "trainer_rank_1", "rollout_engine_0"} <= set(actors)
+    assert len(set(actors.values())) == len(actors), "every rank is an actor with a process of its own"
+    records = read_metrics(run_dir)
+    rewards = [r["rollout/reward_mean"] for r in records if "rollout/reward_mean" in r]
+    assert len(rewards) == 12
+    checks = [r["sync/max_logprob_diff"] for r in records if "sync/max_logprob_diff" in r]
+    assert checks and max(checks) < 1e-3, f"the engine serves the weights gathered from both ranks: {checks}"
+    first, last = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
+    assert last > first + 0.08, f"reward did not rise with two trainer ranks on Ray: {first:.3f} -> {last:.3f}"
+    assert (run_dir / "global_step_12" / "actor" / "sharded" / ".metadata").is_file(), "two ranks save sharded"
+    assert ray_processes() - before == set(), "the run left Ray processes behind"
+
+
 def start_run(config_path: str, log_path: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("RAY_ADDRESS", None)

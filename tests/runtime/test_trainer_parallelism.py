@@ -35,9 +35,9 @@ def test_strategy_none_allows_one_rank_only(tmp_path):
         run_settings(tmp_path, trainer_strategy="none", data_parallel_size=2)
 
 
-def test_several_ranks_under_ray_placement_are_refused_with_the_fix(tmp_path):
-    with pytest.raises(NotImplementedError, match="cluster.placement: process"):
-        run_settings(tmp_path, data_parallel_size=2, cluster={"placement": "ray"})
+def test_several_ranks_under_ray_placement_are_accepted(tmp_path):
+    settings = run_settings(tmp_path, data_parallel_size=2, cluster={"placement": "ray"})
+    assert settings.placement.uses_ray and settings.trainer.data_parallel_size == 2
 
 
 def test_offload_on_a_cpu_is_refused_by_name(tmp_path):

@@ -559,7 +559,7 @@ class TrainerConfig:
         None,
         "(derived when unset) Ranks of the trainer, each training on its share of every batch: "
         "cluster.trainer_devices on GPUs (one rank per device, nccl), 1 on a CPU-only machine. Set it "
-        "to N on a CPU to run N trainer processes over gloo; with cluster.placement 'process' only.",
+        "to N on a CPU to run N trainer processes over gloo (local processes, or Ray actors under Ray placement).",
     )
     param_offload: bool = opt(
         False,

@@ -99,9 +99,10 @@ class ExplorerActor(ExplorerWorker):
 
 
 class TrainerActor(TrainerWorker):
-    def __init__(self, settings: RunSettings, resume_step: int | None, torch_threads: int | None):
+    def __init__(self, settings: RunSettings, resume_step: int | None, torch_threads: int | None,
+                 rank_launcher: Any = None):
         prepare_actor_process(settings, torch_threads)
-        super().__init__(settings, resume_step=resume_step)
+        super().__init__(settings, resume_step=resume_step, rank_launcher=rank_launcher)
 
     def pid(self) -> int:
         return os.getpid()

@@ -1,8 +1,8 @@
 """Placing a run's components on Ray: start or join Ray, reserve resources, create the actors.
 
 One placement group holds a bundle per actor: each rollout engine (its GPUs, or a slice of a
-CPU), the trainer (a GPU, or a slice of a CPU), the explorer and the shared experience
-queues. On CPU-only machines every actor reserves a fraction of a CPU, so a 2-core machine
+CPU), each rank of the trainer (a GPU, or a slice of a CPU; ranks 1..N-1 are started by the
+trainer actor, see ``ray_trainer_ranks.py``), the explorer and the shared experience queues. On CPU-only machines every actor reserves a fraction of a CPU, so a 2-core machine
 never waits for resources that do not exist; each process then sets its own torch thread
 count so the cores are split, not oversubscribed.
 
@@ -29,6 +29,7 @@ from trivium.runtime.ray_actors import (
     call_actor,
     queue_actor_name,
 )
+from trivium.runtime.ray_trainer_ranks import RayRanks, rank_actor_name
 from trivium.runtime.settings import RunSettings
 from trivium.sync.synchronizer import SyncTimeout, WeightUpdate
 
@@ -94,6 +95,8 @@ class RayPlacement:
             add("explorer", 0)
         if settings.traits.trains:
             add("trainer", 1 if self.on_gpus else 0)
+            for rank in range(1, settings.trainer.data_parallel_size):
+                add(rank_actor_name(rank), 1 if self.on_gpus else 0)
         group = placement_group(bundles, strategy="PACK")
         ready, _ = ray.wait([group.ready()], timeout=120)
         if not ready:
@@ -188,8 +191,18 @@ class RayPlacement:
     def trainer(self, resume_step: int | None) -> ActorProxy:
         import ray
 
+        threads = None if self.on_gpus else self.trainer_threads
+        ranks = self.settings.trainer.data_parallel_size
+        launcher = RayRanks(
+            settings=self.settings,
+            placement_group=self.placement_group,
+            bundles=[self._bundles[rank_actor_name(rank)] for rank in range(1, ranks)],
+            cpu_slice=CPU_SLICE,
+            on_gpus=self.on_gpus,
+            torch_threads=threads,
+        ) if ranks > 1 else None
         handle = ray.remote(TrainerActor).options(**self._options("trainer", max_concurrency=2)).remote(
-            self.settings, resume_step, None if self.on_gpus else self.trainer_threads
+            self.settings, resume_step, threads, launcher
         )
         self.handles["trainer"] = handle
         self.trainer_handle = handle
@@ -204,6 +217,10 @@ class RayPlacement:
         import ray
 
         pids = {name: ray.get(handle.pid.remote()) for name, handle in self.handles.items() if not name.startswith("queue:")}
+        if self.trainer_handle is not None:
+            for rank in range(1, self.settings.trainer.data_parallel_size):
+                name = rank_actor_name(rank)
+                pids[name] = ray.get(ray.get_actor(name, namespace=self.namespace).pid.remote())
         (self.settings.run_dir / ACTOR_TABLE).write_text(json.dumps(pids, indent=2))
 
     # ------------------------------------------------------------------ weights

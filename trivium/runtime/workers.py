@@ -202,7 +202,8 @@ class ExplorerWorker:
 
 
 class TrainerWorker:
-    def __init__(self, settings: RunSettings, *, resume_step: int | None = None):
+    def __init__(self, settings: RunSettings, *, resume_step: int | None = None, rank_launcher: Any = None):
+        """``rank_launcher``: where a trainer of several ranks starts ranks 1..N-1 (local processes by default)."""
         from transformers import AutoTokenizer
 
         from trivium.monitor.logs import setup_component_logger
@@ -224,6 +225,7 @@ class TrainerWorker:
             tokenizer=self.tokenizer,
             pad_token_id=pad if pad is not None else 0,
             logger=self.log,
+            rank_launcher=rank_launcher,
         )
         if resume_step is not None:
             self.trainer.load_checkpoint(resume_step)

@@ -1,14 +1,16 @@
 """The ranks of a data-parallel trainer: started, joined in one process group, kept in step.
 
-Rank 0 is the trainer the rest of the runtime talks to. It starts ranks 1..N-1 as processes
-(``torch.multiprocessing``, spawn) on this machine; each builds the same ``Trainer`` and then
-follows rank 0: every trainer method marked ``@on_every_rank`` that rank 0 runs is first
-announced to the others (its name and arguments, broadcast in the trainer's process group),
-so all ranks enter the same collectives in the same order. The rendezvous address comes
-from ``MASTER_ADDR``/``MASTER_PORT`` when set (127.0.0.1 and a free port otherwise).
+Rank 0 is the trainer the rest of the runtime talks to. It starts ranks 1..N-1 through a
+``RankLauncher``: processes of this machine (``LocalProcesses``, ``torch.multiprocessing``
+spawn) by default, Ray actors in the run's placement group when Ray places the run
+(``runtime/ray_trainer_ranks.py``). Each rank builds the same ``Trainer`` and then follows
+rank 0: every trainer method marked ``@on_every_rank`` that rank 0 runs is first announced to
+the others (its name and arguments, broadcast in the trainer's process group), so all ranks
+enter the same collectives in the same order. Locally the rendezvous address comes from
+``MASTER_ADDR``/``MASTER_PORT`` when set (127.0.0.1 and a free port otherwise).
 
-This module owns the processes and the command channel only; what a rank computes is the
-trainer's business (``trainer.py``, ``data_parallel.py``).
+This module owns the command channel and the local processes only; what a rank computes is
+the trainer's business (``trainer.py``, ``data_parallel.py``).
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ import os
 import threading
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+from trivium.sync.collective import free_port
 
 logger = logging.getLogger(__name__)
 
@@ -35,14 +40,78 @@ def backend_for(device_type: str) -> str:
     return "nccl" if device_type == "cuda" else "gloo"
 
 
-class RankGroup:
-    """This process's place among the trainer's ranks; rank 0 also owns the other processes."""
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where and how the ranks of one trainer meet."""
 
-    def __init__(self, *, rank: int, world_size: int, device_type: str, processes: list[Any] | None = None):
+    address: str
+    port: int
+    world_size: int
+    device_type: str
+    timeout: float
+
+
+class RankLauncher:
+    """Starts ranks 1..N-1 of a trainer somewhere, and reaps them when the trainer closes."""
+
+    def rendezvous_address(self) -> str:
+        """The host of rank 0 as the other ranks reach it."""
+        raise NotImplementedError(f"{type(self).__name__} must implement rendezvous_address()")
+
+    def rendezvous_port(self, address: str) -> int:
+        return free_port(address)
+
+    def device_index(self, rank: int) -> int:
+        """The GPU index ``rank`` computes on, among the GPUs its process sees."""
+        return rank
+
+    def launch(self, rank: int, rendezvous: Rendezvous, follower: Callable[..., None], follower_args: tuple) -> Any:
+        """Start ``rank`` running ``follower(group, *follower_args)``; returns a handle for ``reap``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement launch()")
+
+    def reap(self, handles: list[Any], *, wait: float) -> None:
+        """Wait up to ``wait`` seconds for the ranks to return, then stop any that did not."""
+        raise NotImplementedError(f"{type(self).__name__} must implement reap()")
+
+
+class LocalProcesses(RankLauncher):
+    """Ranks as spawned processes of this machine, rank ``r`` on GPU ``r``."""
+
+    def rendezvous_address(self) -> str:
+        return os.environ.get("MASTER_ADDR", "127.0.0.1")
+
+    def rendezvous_port(self, address: str) -> int:
+        return int(os.environ.get("MASTER_PORT") or free_port(address))
+
+    def launch(self, rank: int, rendezvous: Rendezvous, follower: Callable[..., None], follower_args: tuple) -> Any:
+        process = mp.get_context("spawn").Process(
+            target=follower_main,
+            args=(rank, self.device_index(rank), rendezvous, follower, follower_args),
+            name=f"trainer-rank-{rank}",
+            daemon=True,
+        )
+        process.start()
+        return process
+
+    def reap(self, handles: list[Any], *, wait: float) -> None:
+        for process in handles:
+            process.join(wait)
+            if process.is_alive():
+                logger.warning("trainer rank process %s did not exit; killing it", process.name)
+                process.kill()
+
+
+class RankGroup:
+    """This process's place among the trainer's ranks; rank 0 also owns the others' launcher."""
+
+    def __init__(self, *, rank: int, world_size: int, device_type: str, device_index: int | None = None,
+                 launcher: RankLauncher | None = None, handles: list[Any] | None = None):
         self.rank = rank
         self.world_size = world_size
         self.device_type = device_type
-        self.processes = processes or []
+        self.device_index = rank if device_index is None else device_index
+        self.launcher = launcher
+        self.handles = handles or []
         self.lock = threading.RLock()  # one collective method at a time on rank 0
         self.closed = False
 
@@ -52,33 +121,26 @@ class RankGroup:
 
     @property
     def device(self) -> torch.device:
-        return torch.device("cuda", self.rank) if self.device_type == "cuda" else torch.device("cpu")
+        return torch.device("cuda", self.device_index) if self.device_type == "cuda" else torch.device("cpu")
 
     # ------------------------------------------------------------------ start and join
     @classmethod
     def start(cls, *, world_size: int, device_type: str, timeout: float, follower: Callable[..., None],
-              follower_args: tuple) -> RankGroup:
+              follower_args: tuple, launcher: RankLauncher | None = None) -> RankGroup:
         """Rank 0: start ranks 1..N-1 running ``follower(group, *follower_args)`` and join them."""
-        address = os.environ.get("MASTER_ADDR", "127.0.0.1")
-        port = int(os.environ.get("MASTER_PORT") or _free_port(address))
-        context = mp.get_context("spawn")
-        processes = []
-        for rank in range(1, world_size):
-            process = context.Process(
-                target=_follower_main,
-                args=(rank, world_size, device_type, address, port, timeout, follower, follower_args),
-                name=f"trainer-rank-{rank}",
-                daemon=True,
-            )
-            process.start()
-            processes.append(process)
+        launcher = launcher or LocalProcesses()
+        address = launcher.rendezvous_address()
+        rendezvous = Rendezvous(address, launcher.rendezvous_port(address), world_size, device_type, timeout)
+        handles: list[Any] = []
         try:
-            _join(0, world_size, device_type, address, port, timeout)
+            for rank in range(1, world_size):
+                handles.append(launcher.launch(rank, rendezvous, follower, follower_args))
+            _join(0, launcher.device_index(0), rendezvous)
         except BaseException:
-            for process in processes:
-                process.kill()
+            launcher.reap(handles, wait=0)
             raise
-        return cls(rank=0, world_size=world_size, device_type=device_type, processes=processes)
+        return cls(rank=0, world_size=world_size, device_type=device_type, device_index=launcher.device_index(0),
+                   launcher=launcher, handles=handles)
 
     # ------------------------------------------------------------------ commands
     def announce(self, name: str, args: tuple, kwargs: dict) -> None:
@@ -103,11 +165,8 @@ class RankGroup:
                     self.announce(CLOSE, (), {})
         finally:
             dist.destroy_process_group()
-            for process in self.processes:
-                process.join(wait)
-                if process.is_alive():
-                    logger.warning("trainer rank process %s did not exit; killing it", process.name)
-                    process.kill()
+            if self.launcher is not None:
+                self.launcher.reap(self.handles, wait=wait)
 
 
 def on_every_rank(method: Callable) -> Callable:
@@ -134,21 +193,24 @@ def follow(target: Any, group: RankGroup) -> None:
         getattr(target, name)(*args, **kwargs)
 
 
-def _join(rank: int, world_size: int, device_type: str, address: str, port: int, timeout: float) -> None:
-    if device_type == "cuda":
-        torch.cuda.set_device(rank)
+def _join(rank: int, device_index: int, rendezvous: Rendezvous) -> None:
+    if rendezvous.device_type == "cuda":
+        torch.cuda.set_device(device_index)
     dist.init_process_group(
-        backend_for(device_type),
-        init_method=f"tcp://{address}:{port}",
+        backend_for(rendezvous.device_type),
+        init_method=f"tcp://{rendezvous.address}:{rendezvous.port}",
         rank=rank,
-        world_size=world_size,
-        timeout=timedelta(seconds=timeout),
+        world_size=rendezvous.world_size,
+        timeout=timedelta(seconds=rendezvous.timeout),
     )
 
 
-def _follower_main(rank, world_size, device_type, address, port, timeout, follower, follower_args) -> None:
-    _join(rank, world_size, device_type, address, port, timeout)
-    group = RankGroup(rank=rank, world_size=world_size, device_type=device_type)
+def follower_main(rank: int, device_index: int, rendezvous: Rendezvous, follower: Callable[..., None],
+                  follower_args: tuple) -> None:
+    """Ranks 1..N-1, in their own process: join the group, then run ``follower`` until rank 0 closes it."""
+    _join(rank, device_index, rendezvous)
+    group = RankGroup(rank=rank, world_size=rendezvous.world_size, device_type=rendezvous.device_type,
+                      device_index=device_index)
     try:
         follower(group, *follower_args)
     except BaseException:
@@ -158,11 +220,3 @@ def _follower_main(rank, world_size, device_type, address, port, timeout, follow
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
-
-
-def _free_port(host: str) -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]

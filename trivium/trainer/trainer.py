@@ -7,7 +7,8 @@ The loss math lives in ``trivium.algorithm``; this module only moves tensors, ac
 gradients over micro-batches, steps optimizers and keeps checkpoints.
 
 With ``data_parallel_size`` N > 1 the models are sharded with FSDP2 over N ranks: this
-object is rank 0, which starts the others (``rank_group.py``); each rank runs its share of
+object is rank 0, which starts the others (``rank_group.py``: local processes, or Ray actors
+when Ray places the run); each rank runs its share of
 every batch's micro-batches (``data_parallel.py``) and the update equals one process's.
 """
 
@@ -45,7 +46,7 @@ from trivium.trainer.micro_batch import loss_scale, plan_micro_batches
 from trivium.trainer.optim import build_optimizer, build_scheduler
 from trivium.trainer.packed_attention import use_packed_attention
 from trivium.trainer.packing import PACKED_MODEL_TYPES, packs
-from trivium.trainer.rank_group import RankGroup, follow, on_every_rank
+from trivium.trainer.rank_group import RankGroup, RankLauncher, follow, on_every_rank
 from trivium.trainer.settings import TrainerSettings
 from trivium.trainer.sharded_checkpoint import (
     SHARDED_DIR,
@@ -87,12 +88,13 @@ class Trainer:
         pad_token_id: int = 0,
         logger: logging.Logger | None = None,
         rank_group: RankGroup | None = None,
+        rank_launcher: RankLauncher | None = None,
     ):
         if settings.data_parallel_size > 1 and settings.lora is not None:
             raise NotImplementedError("LoRA (model.lora_configs) with several trainer ranks is not implemented")
         # Rank 0 starts the other ranks first: they load their models while it loads its own.
         if rank_group is None and settings.data_parallel_size > 1:
-            rank_group = start_ranks(settings, run_dir=run_dir, pad_token_id=pad_token_id)
+            rank_group = start_ranks(settings, run_dir=run_dir, pad_token_id=pad_token_id, launcher=rank_launcher)
         self.rank_group = rank_group
         self.parallel = DataParallel(rank=rank_group.rank, world_size=rank_group.world_size) if rank_group else DataParallel()
         self.settings = settings
@@ -639,14 +641,17 @@ class Trainer:
         self._load_whole_weights(self.actor, loaded.state_dict())
 
 
-def start_ranks(settings: TrainerSettings, *, run_dir: str | Path, pad_token_id: int) -> RankGroup:
-    """Rank 0: start ranks 1..N-1, each a ``Trainer`` following this one."""
+def start_ranks(settings: TrainerSettings, *, run_dir: str | Path, pad_token_id: int,
+                launcher: RankLauncher | None = None) -> RankGroup:
+    """Rank 0: start ranks 1..N-1 (local processes unless ``launcher`` says otherwise), each a
+    ``Trainer`` following this one."""
     return RankGroup.start(
         world_size=settings.data_parallel_size,
         device_type="cuda" if settings.device.startswith("cuda") else "cpu",
         timeout=settings.collective_timeout,
         follower=follow_as_trainer,
         follower_args=(settings, str(run_dir), pad_token_id),
+        launcher=launcher,
     )
 
 

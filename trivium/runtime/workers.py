@@ -159,7 +159,7 @@ class ExplorerWorker:
             if confirmed != update.version:
                 raise RuntimeError(f"engine confirmed version {confirmed} after loading {update.version}")
         # Under LoRA only the adapter travels: compare with the model's size.
-        return {"time/sync": time.perf_counter() - start, "sync/bytes": float(update_bytes(weights))}
+        return {"time/sync": time.perf_counter() - start, "sync/bytes": float(update_bytes(weights)), **update.metrics}
 
     def load_checkpoint_weights(self, step: int) -> dict[str, float]:
         """Serve the actor weights of ``global_step_<step>`` (resume, explore mode, bench)."""
@@ -306,8 +306,8 @@ class TrainerWorker:
         if method == "checkpoint" and self.trainer.parallel.sharded:
             # Gathered and written bucket by bucket: rank 0 never holds the whole model.
             directory = sync_weights_dir(self.run_dir, version)
-            self.trainer.write_sync_weights(str(directory))
-            return WeightUpdate(version=version, path=str(directory), probes=probes, probe_scores=scores)
+            written = self.trainer.write_sync_weights(str(directory))
+            return WeightUpdate(version=version, path=str(directory), probes=probes, probe_scores=scores, metrics=written)
         weights = self.trainer.weights_for_sync()
         if method == "nccl" and self._broadcast_group is not None:
             snapshot = {name: tensor.detach().clone() for name, tensor in weights.items()}

@@ -30,7 +30,7 @@ import logging
 import shutil
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,8 @@ class WeightUpdate:
     probe_scores: list[torch.Tensor] | None = None
     # collective transport (Ray): (name, shape, dtype) of each tensor the trainer will broadcast
     spec: list[tuple[str, tuple[int, ...], str]] | None = None
+    # What staging the update measured on the trainer's side (e.g. sync/buckets), logged when it loads
+    metrics: dict[str, float] = field(default_factory=dict)
 
     @property
     def is_collective(self) -> bool:

@@ -182,6 +182,49 @@ def test_sharded_checkpoint_sync_writes_one_bucket_at_a_time(tiny_model_dir, tmp
     _assert_close_weights(expected, WeightUpdate(version=1, path=str(directory)).load())
 
 
+def test_staged_shards_stream_the_staged_version_one_bucket_at_a_time(tiny_model_dir, tmp_path):
+    """The broadcast transport of a 2-rank trainer: each rank keeps its shards of version 1,
+    the trainer takes another step, and then the gather sends version 1 (not the newer
+    weights) bucket by bucket, each bucket freed before the next is gathered."""
+    import gc
+    import weakref
+
+    from trivium.sync.collective import buckets
+
+    first, second = make_experiences(seed=0), make_experiences(seed=1)
+    single = Trainer(_grpo_seq_mean(tiny_model_dir, ppo_epochs=1), run_dir=tmp_path / "one")
+    single.train_step(first)
+    version_one = single.weights_for_sync()
+
+    bucket_bytes = 64 * 1024
+    sent: list[list[torch.Tensor]] = []
+    alive_at_send: list[int] = []
+    earlier: list[weakref.ref] = []
+
+    def send(tensors):
+        gc.collect()
+        alive_at_send.append(sum(ref() is not None for ref in earlier))
+        earlier.extend(weakref.ref(t) for t in tensors)
+        sent.append([t.detach().clone() for t in tensors])
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    sharded = Trainer(_grpo_seq_mean(tiny_model_dir, ppo_epochs=1, data_parallel_size=2), run_dir=tmp_path / "two")
+    try:
+        sharded.train_step(first)
+        spec = sharded.stage_shards(sharded.model_version)
+        sharded.train_step(second)  # training goes on; the staged version stays as it was
+        total = sharded.send_staged_shards(1, bucket_bytes=bucket_bytes, send=send)
+    finally:
+        sharded.close()
+
+    expected_buckets = list(buckets(spec, bucket_bytes))
+    assert len(sent) == len(expected_buckets) >= 3
+    assert alive_at_send == [0] * len(sent)  # every earlier bucket was freed before the next gather
+    received = {name: tensor for bucket, tensors in zip(expected_buckets, sent) for (name, _, _), tensor in zip(bucket, tensors)}
+    assert total == sum(t.numel() * t.element_size() for t in received.values())
+    _assert_close_weights(version_one, received)
+
+
 def test_two_rank_step_with_gradient_checkpointing_matches_one_process_without(tiny_model_dir, tmp_path):
     """Non-reentrant checkpointing recomputes each block inside FSDP2's hooks: the 2-rank step
     with it equals the 1-process step without it (loss, gradient norm, updated weights)."""

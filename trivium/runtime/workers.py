@@ -201,6 +201,10 @@ class ExplorerWorker:
             engine.close()
 
 
+# Stands in ``_staged`` for a version whose shards the trainer's ranks keep (``Trainer.stage_shards``).
+SHARDS: Any = object()
+
+
 class TrainerWorker:
     def __init__(self, settings: RunSettings, *, resume_step: int | None = None, rank_launcher: Any = None):
         """``rank_launcher``: where a trainer of several ranks starts ranks 1..N-1 (local processes by default)."""
@@ -294,7 +298,8 @@ class TrainerWorker:
         """The current weights, ready for the explorer, with self-check scores when due.
 
         ``memory`` and ``checkpoint`` put the tensors in the update (or a file); ``nccl`` keeps
-        a snapshot here for ``broadcast_staged`` and puts only the tensor layout in the update.
+        a snapshot here for ``broadcast_staged`` (a sharded trainer: each rank keeps its shards)
+        and puts only the tensor layout in the update.
         """
         interval = self.settings.sync.self_check_interval
         due = bool(interval) and self.publications % interval == 0
@@ -308,6 +313,12 @@ class TrainerWorker:
             directory = sync_weights_dir(self.run_dir, version)
             written = self.trainer.write_sync_weights(str(directory))
             return WeightUpdate(version=version, path=str(directory), probes=probes, probe_scores=scores, metrics=written)
+        if method == "nccl" and self._broadcast_group is not None and self._streams_shards():
+            # Each rank keeps its shards of this version; the broadcast gathers them bucket by bucket.
+            spec = self.trainer.stage_shards(version)
+            with self._staged_lock:
+                self._staged[version] = SHARDS
+            return WeightUpdate(version=version, spec=spec, probes=probes, probe_scores=scores)
         weights = self.trainer.weights_for_sync()
         if method == "nccl" and self._broadcast_group is not None:
             snapshot = {name: tensor.detach().clone() for name, tensor in weights.items()}
@@ -337,7 +348,15 @@ class TrainerWorker:
                 del self._staged[old]
         if snapshot is None or self._broadcast_group is None:
             raise RuntimeError(f"weight version {version} was not staged for a broadcast")
+        if snapshot is SHARDS:
+            group = self._broadcast_group
+            return self.trainer.send_staged_shards(version, bucket_bytes=group.bucket_bytes, send=group.send_bucket)
         return self._broadcast_group.send(snapshot)
+
+    def _streams_shards(self) -> bool:
+        """Whole weights of a sharded trainer: staged as shards, gathered while broadcasting.
+        (A LoRA adapter is small: it is gathered whole when staged.)"""
+        return self.trainer.parallel.sharded and self.trainer.settings.lora is None
 
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, *, final: bool, explorer_state: dict[str, Any] | None = None) -> str:

@@ -88,12 +88,17 @@ class WeightBroadcastGroup:
     def send(self, weights: dict[str, torch.Tensor]) -> int:
         """Rank 0: broadcast ``weights`` bucket by bucket; returns the bytes sent."""
         spec = [(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in weights.items()]
-        sent = 0
-        for bucket in buckets(spec, self.bucket_bytes):
-            flat = torch.cat([weights[name].detach().reshape(-1) for name, _, _ in bucket]).to(self.device)
-            self._broadcast(flat)
-            sent += flat.numel() * flat.element_size()
-        return sent
+        return sum(self.send_bucket([weights[name] for name, _, _ in bucket]) for bucket in buckets(spec, self.bucket_bytes))
+
+    def send_bucket(self, tensors: list[torch.Tensor]) -> int:
+        """Rank 0: broadcast one bucket of ``buckets(spec)``, its tensors in spec order; returns its bytes.
+
+        A sender that gathers its tensors a bucket at a time (a sharded trainer) calls this per
+        bucket, so it never holds more than one.
+        """
+        flat = torch.cat([tensor.detach().reshape(-1) for tensor in tensors]).to(self.device)
+        self._broadcast(flat)
+        return flat.numel() * flat.element_size()
 
     def receive(self, spec: list[TensorSpec]) -> Iterator[dict[str, torch.Tensor]]:
         """Ranks 1..N: the tensors of ``spec``, one bucket at a time (load each before the next)."""

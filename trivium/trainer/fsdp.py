@@ -47,6 +47,11 @@ def clip_gradients(parameters, max_norm: float) -> torch.Tensor:
     return norm
 
 
+def gather_whole(tensor: torch.Tensor) -> torch.Tensor:
+    """The whole tensor of a shard (a collective every rank joins); a plain tensor as it is."""
+    return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+
+
 def full_weight_buckets(model: torch.nn.Module, *, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> Iterator[dict[str, torch.Tensor]]:
     """The model's whole tensors (state dict order), gathered about ``bucket_bytes`` at a time.
 
@@ -57,7 +62,7 @@ def full_weight_buckets(model: torch.nn.Module, *, bucket_bytes: int = DEFAULT_B
     bucket: dict[str, torch.Tensor] = {}
     size = 0
     for name, tensor in model.state_dict().items():
-        whole = tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+        whole = gather_whole(tensor)
         bucket[name] = whole.detach().to("cpu", copy=True)
         size += whole.numel() * whole.element_size()
         if size >= bucket_bytes:

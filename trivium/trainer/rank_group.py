@@ -169,19 +169,27 @@ class RankGroup:
                 self.launcher.reap(self.handles, wait=wait)
 
 
-def on_every_rank(method: Callable) -> Callable:
-    """Run ``method`` on every rank: rank 0 announces it, the others run it from ``follow``."""
+def on_every_rank(method: Callable | None = None, *, leader_only: tuple[str, ...] = ()) -> Callable:
+    """Run ``method`` on every rank: rank 0 announces it, the others run it from ``follow``.
 
-    @functools.wraps(method)
-    def run(self, *args, **kwargs):
-        group: RankGroup | None = getattr(self, "rank_group", None)
-        if group is None or not group.leads:
-            return method(self, *args, **kwargs)
-        with group.lock:
-            group.announce(method.__name__, args, kwargs)
-            return method(self, *args, **kwargs)
+    Keyword arguments named in ``leader_only`` (e.g. where rank 0 sends what the ranks
+    gather) are passed on rank 0 only; the other ranks run the method without them.
+    """
 
-    return run
+    def decorate(method: Callable) -> Callable:
+        @functools.wraps(method)
+        def run(self, *args, **kwargs):
+            group: RankGroup | None = getattr(self, "rank_group", None)
+            if group is None or not group.leads:
+                return method(self, *args, **kwargs)
+            announced = {key: value for key, value in kwargs.items() if key not in leader_only}
+            with group.lock:
+                group.announce(method.__name__, args, announced)
+                return method(self, *args, **kwargs)
+
+        return run
+
+    return decorate(method) if method is not None else decorate
 
 
 def follow(target: Any, group: RankGroup) -> None:

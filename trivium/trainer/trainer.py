@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,9 @@ from trivium.trainer import lora
 from trivium.trainer.critic import CriticModel
 from trivium.trainer.data_parallel import DataParallel
 from trivium.trainer.forward import response_logprobs, whole_batch_entropy_terms, whole_batch_logprobs
-from trivium.trainer.fsdp import DEFAULT_BUCKET_BYTES, clip_gradients, full_weight_buckets, shard_model
+from trivium.sync.collective import TensorSpec
+from trivium.sync.collective import buckets as weight_buckets
+from trivium.trainer.fsdp import DEFAULT_BUCKET_BYTES, clip_gradients, full_weight_buckets, gather_whole, shard_model
 from trivium.trainer.micro_batch import loss_scale, plan_micro_batches
 from trivium.trainer.optim import build_optimizer, build_scheduler
 from trivium.trainer.packed_attention import use_packed_attention
@@ -103,6 +106,8 @@ class Trainer:
         self.pad_token_id = pad_token_id
         self.logger = logger or logging.getLogger("trivium.trainer")
         self.global_step = 0
+        # Sharded: this rank's shards of weight versions staged for a streamed broadcast
+        self.staged_shards: dict[int, dict[str, torch.Tensor]] = {}
 
         self.device = rank_group.device if rank_group else torch.device(settings.device)
         device = str(self.device)
@@ -532,6 +537,37 @@ class Trainer:
                 largest = max(largest, sum(t.numel() * t.element_size() for t in bucket.values()))
             del bucket
         return {"sync/buckets": float(count), "sync/largest_bucket_bytes": float(largest)}
+
+    @on_every_rank
+    def stage_shards(self, version: int) -> list[TensorSpec]:
+        """Sharded: keep a copy of this rank's shards of the actor as ``version``.
+
+        Each rank holds one shard more, rank 0 no whole model; ``send_staged_shards`` gathers
+        the version later, while training goes on. Returns the whole tensors' layout.
+        """
+        if not self.parallel.sharded or self.settings.lora is not None:
+            raise RuntimeError("stage_shards keeps the shards of whole weights: it needs several ranks and no LoRA")
+        snapshot = {name: tensor.detach().clone() for name, tensor in self.actor.state_dict().items()}
+        self.staged_shards[version] = snapshot
+        return [(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in snapshot.items()]
+
+    @on_every_rank(leader_only=("send",))
+    def send_staged_shards(self, version: int, *, bucket_bytes: int, send: Callable[[list[torch.Tensor]], int] | None = None) -> int:
+        """Gather staged ``version`` one bucket at a time (the buckets of ``sync.collective.buckets``);
+        rank 0 passes each bucket to ``send`` and drops it before the next. Returns the bytes sent
+        (0 on the other ranks). Older staged versions are dropped.
+        """
+        snapshot = self.staged_shards[version]
+        for old in [v for v in self.staged_shards if v < version]:
+            del self.staged_shards[old]
+        spec = [(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in snapshot.items()]
+        sent = 0
+        for bucket in weight_buckets(spec, bucket_bytes):
+            whole = [gather_whole(snapshot[name]) for name, _, _ in bucket]
+            if self.rank_group.leads:
+                sent += send(whole)
+            del whole
+        return sent
 
     @on_every_rank
     def probe_logprobs(self, probes: list[Experience]) -> list[torch.Tensor]:

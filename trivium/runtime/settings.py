@@ -334,8 +334,6 @@ def check_trainer_parallelism(config: Any) -> None:
             "the trainer is one actor with one rank. Set cluster.placement: process (one machine), or "
             "trainer.data_parallel_size: 1"
         )
-    if ranks > 1 and config.model.lora_configs:
-        raise NotImplementedError("LoRA (model.lora_configs) with trainer.data_parallel_size > 1 is not implemented")
     offload = [key for key in ("param_offload", "optimizer_offload") if getattr(trainer, key)]
     if offload and not on_gpu:
         raise UserError(

@@ -58,7 +58,7 @@ def test_gradient_checkpointing_over_several_ranks_is_accepted(tmp_path):
     assert (trainer.data_parallel_size, trainer.gradient_checkpointing) == (2, True)
 
 
-def test_lora_over_several_ranks_is_refused(tmp_path):
+def test_lora_over_several_ranks_is_accepted(tmp_path):
     data = {
         "mode": "both",
         "checkpoint_root_dir": str(tmp_path),
@@ -69,5 +69,5 @@ def test_lora_over_several_ranks_is_refused(tmp_path):
         "buffer": {"batch_size": 2, "total_steps": 3},
         "trainer": {"data_parallel_size": 2},
     }
-    with pytest.raises(NotImplementedError, match="LoRA"):
-        build_run_settings(resolve(load_config_from_dict(data)))
+    trainer = build_run_settings(resolve(load_config_from_dict(data))).trainer
+    assert (trainer.data_parallel_size, trainer.strategy, trainer.lora.rank) == (2, "fsdp2", 4)

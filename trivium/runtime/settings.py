@@ -328,8 +328,6 @@ def check_trainer_parallelism(config: Any) -> None:
             f"trainer.data_parallel_size is {ranks} but the trainer has {cluster.trainer_devices} GPU(s) "
             "(cluster.trainer_devices); use at most one rank per GPU"
         )
-    if ranks > 1 and config.model.lora_configs:
-        raise NotImplementedError("LoRA (model.lora_configs) with trainer.data_parallel_size > 1 is not implemented")
     offload = [key for key in ("param_offload", "optimizer_offload") if getattr(trainer, key)]
     if offload and not on_gpu:
         raise UserError(

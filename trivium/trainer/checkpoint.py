@@ -7,9 +7,10 @@ Layout (``N`` = trainer step):
   global_step_N/actor/huggingface a self-contained export with the tokenizer (save_hf_checkpoint);
                                   under LoRA the base model with the adapter merged in
   global_step_N/critic/           the critic trunk, value head and optimizer (ppo)
-  global_step_N/{actor,critic}/sharded/  saved by several ranks: the model and optimizer
-                                  shards (torch.distributed.checkpoint); optimizer.pt then
-                                  holds the scheduler alone. The whole weights are still saved.
+  global_step_N/{actor,critic}/sharded/  saved by several ranks: the shards of the trainable
+                                  weights (under LoRA the adapter) and of the optimizer state
+                                  (torch.distributed.checkpoint); optimizer.pt then holds the
+                                  scheduler alone. The files above are still saved whole.
   global_step_N/explorer_state.json  where the explorer stood in its data
   latest_checkpointed_iteration.txt
 
@@ -198,6 +199,7 @@ def save_checkpoint(
     tokenizer: Any = None,
     export_hf: bool = False,
     export_model: torch.nn.Module | None = None,
+    export_weights: dict[str, torch.Tensor] | None = None,
     actor_weights: dict[str, torch.Tensor] | None = None,
     critic: torch.nn.Module | None = None,
     critic_optimizer: torch.optim.Optimizer | None = None,
@@ -207,7 +209,9 @@ def save_checkpoint(
 ) -> Path:
     """Write checkpoint ``step``. ``staged``: the ranks of a sharded trainer already wrote their
     shards into the staging directory, and ``optimizer`` is None (its state is in the shards);
-    ``actor_weights``/``critic_weights`` are then the gathered whole weights to save."""
+    ``actor_weights``/``critic_weights`` are then the gathered whole weights to save (under
+    LoRA ``actor_weights`` is the adapter, and ``export_weights`` the merged weights that
+    ``export_model`` exports)."""
     final = step_dir(run_dir, step)
     tmp = staging_dir(run_dir, step) if staged else prepare_staging(run_dir, step)
     actor_dir = tmp / "actor"
@@ -220,7 +224,7 @@ def save_checkpoint(
         hf_dir = actor_dir / "huggingface"
         # A LoRA actor saves its adapter above; the export is the model with the adapter merged in.
         if export_model is not None:
-            export_model.save_pretrained(hf_dir, safe_serialization=True)
+            export_model.save_pretrained(hf_dir, safe_serialization=True, state_dict=export_weights)
         else:
             actor.save_pretrained(hf_dir, safe_serialization=True, state_dict=actor_weights)
         if tokenizer is not None:

@@ -61,6 +61,12 @@ class DataParallel:
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor
 
+    def copy_from_first_rank(self, tensors: list[torch.Tensor]) -> None:
+        """Give every rank rank 0's values of ``tensors`` (weights each rank initialised at random)."""
+        if self.sharded:
+            for tensor in tensors:
+                dist.broadcast(tensor.data, src=0)
+
     def sum_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
         """Per-key sums of weighted metric totals; a key some ranks lack counts as 0 there."""
         if not self.sharded:

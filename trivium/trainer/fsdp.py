@@ -3,12 +3,13 @@
 ``shard_model`` applies ``torch.distributed.fsdp.fully_shard`` to every transformer block
 (the classes a model lists in ``_no_split_modules``) and then to the whole model, over all
 ranks of the default process group. After it, parameters are DTensors holding this rank's
-shard; forward and backward gather and reduce-scatter them.
+shard; forward and backward gather and reduce-scatter them. Frozen parameters (a LoRA
+actor's base weights, see ``lora.py``) are sharded the same way and get no gradients.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import torch
 from torch.distributed.device_mesh import init_device_mesh
@@ -47,13 +48,16 @@ def clip_gradients(parameters, max_norm: float) -> torch.Tensor:
     return norm
 
 
-def gather_whole(tensor: torch.Tensor) -> torch.Tensor:
-    """The whole tensor of a shard (a collective every rank joins); a plain tensor as it is."""
+def whole_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    """A sharded (DTensor) weight gathered whole on every rank (a collective); others as they are."""
     return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
 
 
-def full_weight_buckets(model: torch.nn.Module, *, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> Iterator[dict[str, torch.Tensor]]:
-    """The model's whole tensors (state dict order), gathered about ``bucket_bytes`` at a time.
+def full_weight_buckets(
+    tensors: Iterable[tuple[str, torch.Tensor]], *, bucket_bytes: int = DEFAULT_BUCKET_BYTES
+) -> Iterator[dict[str, torch.Tensor]]:
+    """Named tensors (a model's ``state_dict().items()``, or already whole ones) gathered whole,
+    about ``bucket_bytes`` at a time.
 
     Every rank must iterate it to the end (each gather is a collective); each bucket is a
     CPU copy, so a consumer that drops a bucket before the next keeps memory to about one
@@ -61,8 +65,8 @@ def full_weight_buckets(model: torch.nn.Module, *, bucket_bytes: int = DEFAULT_B
     """
     bucket: dict[str, torch.Tensor] = {}
     size = 0
-    for name, tensor in model.state_dict().items():
-        whole = gather_whole(tensor)
+    for name, tensor in tensors:
+        whole = whole_tensor(tensor)
         bucket[name] = whole.detach().to("cpu", copy=True)
         size += whole.numel() * whole.element_size()
         if size >= bucket_bytes:

@@ -3,9 +3,10 @@
 Owns turning ``LoRASettings`` into a peft model whose only trainable parameters are the
 adapter's; the reference pass (the same model with its adapter switched off, so no second
 copy of the weights); the two sync forms (the adapter alone, see ``models/lora_delta.py``,
-or whole merged weights for engines that cannot apply an adapter); loading a saved adapter
-into the actor; and merging an adapter into its base for a Hugging Face export. The loss
-code never knows whether LoRA is on.
+or whole merged weights for engines that cannot apply an adapter), gathered whole when the
+actor is sharded over several ranks (FSDP2); loading a saved adapter into the actor; and
+merging an adapter into its base for a Hugging Face export. The loss code never knows
+whether LoRA is on.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from trivium.models.lora_delta import (
     is_adapter_dir,
     read_adapter_config,
 )
+from trivium.trainer.fsdp import whole_tensor
 from trivium.trainer.settings import LoRASettings
 
 KEY = "model.lora_configs[0]"
@@ -87,7 +89,10 @@ def reference_model(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
 
 
 def _adapted_layers(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor, torch.Tensor]]:
-    """(base module name, A, B * scaling) of every layer the active adapter adapts."""
+    """(base module name, A, B * scaling) of every layer the active adapter adapts.
+
+    Whole tensors: a sharded model's are gathered, so every rank must iterate to the end.
+    """
     from peft.tuners.lora import LoraLayer
 
     adapter = model.active_adapter
@@ -95,35 +100,36 @@ def _adapted_layers(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor,
         if isinstance(module, LoraLayer) and adapter in module.lora_A:
             yield (
                 name.removeprefix(PEFT_PREFIX),
-                module.lora_A[adapter].weight.detach(),
-                module.lora_B[adapter].weight.detach() * module.scaling[adapter],
+                whole_tensor(module.lora_A[adapter].weight).detach(),
+                whole_tensor(module.lora_B[adapter].weight).detach() * module.scaling[adapter],
             )
 
 
-def adapter_update(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The adapter alone, in the update form of ``models/lora_delta.py``."""
-    update = {}
+def adapter_tensors(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """The adapter alone, named as in the update form of ``models/lora_delta.py``."""
     for module, a, b_scaled in _adapted_layers(model):
-        update[delta_key(module, "A")] = a
-        update[delta_key(module, "B")] = b_scaled
-    return update
+        yield delta_key(module, "A"), a
+        yield delta_key(module, "B"), b_scaled
 
 
 @torch.no_grad()
-def merged_update(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Whole weights named as in the base model, each adapted one ``W + B @ A`` (for engines without adapters)."""
+def merged_tensors(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """Whole weights named as in the base model, each adapted one ``W + B @ A`` (for engines without adapters).
+
+    One tensor at a time (a sharded model's gathered, so every rank must iterate to the end);
+    the adapter is gathered first, whole.
+    """
     deltas = {f"{module}.weight": (a, b) for module, a, b in _adapted_layers(model)}
-    update = {}
     for name, tensor in model.get_base_model().state_dict().items():
         if ".lora_" in name:
             continue
         plain = name.replace(".base_layer.", ".")
+        tensor = whole_tensor(tensor)
         if plain in deltas:
             a, b = deltas[plain]
             # W = W_base + (alpha / r) * B @ A
             tensor = (tensor.float() + b.float() @ a.float()).to(tensor.dtype)
-        update[plain] = tensor.detach()
-    return update
+        yield plain, tensor.detach()
 
 
 def merged_copy(model: torch.nn.Module) -> torch.nn.Module:

@@ -2,8 +2,10 @@
 
 Each rank writes its own shards into one directory, keyed by parameter names, so a run
 can resume on a different number of ranks (DCP reshards on load), including one process
-with no process group and an unsharded model. The whole-weights files next to it (for
-Hugging Face and the rollout engines) are written by ``checkpoint.py``.
+with no process group and an unsharded model. Only trainable parameters (and buffers) are
+saved: frozen ones, a LoRA actor's base weights, are the model path's and load from there.
+The whole-weights files next to it (for Hugging Face and the rollout engines) are written
+by ``checkpoint.py``.
 """
 
 from __future__ import annotations
@@ -29,23 +31,38 @@ def is_sharded_save(component_dir: Path) -> bool:
     return (component_dir / SHARDED_DIR).is_dir()
 
 
+# Frozen weights stay out of the shards; loading leaves them as the model path gave them.
+TRAINABLE = StateDictOptions(ignore_frozen_params=True, strict=False)
+
+
+def _trainable_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    model_state, optimizer_state = get_state_dict(model, optimizer, options=TRAINABLE)
+    # A frozen weight tied under a second name (a LoRA actor's lm_head, tied to its embeddings).
+    frozen = {name for name, param in model.named_parameters(remove_duplicate=False) if not param.requires_grad}
+    return {"model": {k: v for k, v in model_state.items() if k not in frozen}, "optimizer": optimizer_state}
+
+
 def save_sharded(directory: Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
-    """Every rank: write this rank's shards of the model and its optimizer state."""
-    model_state, optimizer_state = get_state_dict(model, optimizer)
-    dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=str(directory))
+    """Every rank: write this rank's shards of the model's trainable weights and its optimizer state."""
+    dcp.save(_trainable_state(model, optimizer), checkpoint_id=str(directory))
 
 
 def load_sharded(directory: Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
-    """Every rank: read back what ``save_sharded`` wrote, resharded to this run's ranks."""
-    model_state, optimizer_state = get_state_dict(model, optimizer)
-    state = {"model": model_state, "optimizer": optimizer_state}
+    """Every rank: read back what ``save_sharded`` wrote, resharded to this run's ranks.
+
+    DCP reads every key of this model's state (a key missing from the save is an error), so
+    ``strict=False`` only lets the frozen weights, never saved, keep their values.
+    """
+    state = _trainable_state(model, optimizer)
     dcp.load(state, checkpoint_id=str(directory))
-    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=TRAINABLE)
 
 
-def full_model_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Every rank: gather the whole weights into CPU memory on rank 0 (empty on the others)."""
-    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+def full_model_state(model: torch.nn.Module, *, trainable_only: bool = False) -> dict[str, torch.Tensor]:
+    """Every rank: gather the whole weights (or the trainable ones: a LoRA adapter) into CPU
+    memory on rank 0 (empty on the others)."""
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=trainable_only)
+    return get_model_state_dict(model, options=options)
 
 
 def load_full_model_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +37,14 @@ from trivium.core.experience import Experience, episode_index
 from trivium.errors import UserError
 from trivium.models.lora_delta import is_adapter_dir
 from trivium.models.model_dir import check_model_dir
+from trivium.sync.collective import TensorSpec
+from trivium.sync.collective import buckets as weight_buckets
 from trivium.trainer import checkpoint as ckpt
 from trivium.trainer import lora
 from trivium.trainer.critic import CriticModel
 from trivium.trainer.data_parallel import DataParallel
 from trivium.trainer.forward import response_logprobs, whole_batch_entropy_terms, whole_batch_logprobs
-from trivium.sync.collective import TensorSpec
-from trivium.sync.collective import buckets as weight_buckets
-from trivium.trainer.fsdp import DEFAULT_BUCKET_BYTES, clip_gradients, full_weight_buckets, gather_whole, shard_model
+from trivium.trainer.fsdp import DEFAULT_BUCKET_BYTES, clip_gradients, full_weight_buckets, shard_model, whole_tensor
 from trivium.trainer.micro_batch import loss_scale, plan_micro_batches
 from trivium.trainer.optim import build_optimizer, build_scheduler
 from trivium.trainer.packed_attention import use_packed_attention
@@ -93,8 +93,6 @@ class Trainer:
         rank_group: RankGroup | None = None,
         rank_launcher: RankLauncher | None = None,
     ):
-        if settings.data_parallel_size > 1 and settings.lora is not None:
-            raise NotImplementedError("LoRA (model.lora_configs) with several trainer ranks is not implemented")
         # Rank 0 starts the other ranks first: they load their models while it loads its own.
         if rank_group is None and settings.data_parallel_size > 1:
             rank_group = start_ranks(settings, run_dir=run_dir, pad_token_id=pad_token_id, launcher=rank_launcher)
@@ -114,6 +112,8 @@ class Trainer:
         self.actor = load_causal_lm(settings.model_path, settings.dtype, device=device, packed=settings.pack_sequences)
         if settings.lora is not None:
             self.actor = lora.wrap_with_lora(self.actor, settings.lora)
+            # A new adapter's A is random: the ranks shard rank 0's, as one process would train it.
+            self.parallel.copy_from_first_rank(lora.adapter_parameters(self.actor))
         if settings.gradient_checkpointing:
             # Non-reentrant (transformers' default, stated because FSDP2 needs it): the recomputation
             # runs inside FSDP2's hooks, which gather the sharded parameters again.
@@ -495,29 +495,34 @@ class Trainer:
     def model_version(self) -> int:
         return self.global_step
 
+    def sync_tensors(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """What a sync sends, name by name: the actor's weights; under LoRA the adapter alone
+        (the receiver merges it into its base), or whole merged weights when the rollout engine
+        cannot apply an adapter. Sharded: every rank must iterate to the end (gathers)."""
+        if self.settings.lora is None:
+            return iter(self.actor.state_dict().items())
+        if self.settings.lora.sync_merged:
+            return lora.merged_tensors(self.actor)
+        return lora.adapter_tensors(self.actor)
+
     @on_every_rank
     def weights_for_sync(self) -> dict[str, torch.Tensor]:
-        """The actor's parameters, detached; the receiver copies them into its own model.
+        """The tensors of ``sync_tensors``, detached; the receiver copies them into its own model.
 
-        Under LoRA: the adapter alone (the receiver merges it into its base), or whole merged
-        weights when the rollout engine cannot apply an adapter. Sharded over several ranks:
-        whole tensors gathered bucket by bucket into CPU memory on rank 0 (empty elsewhere).
+        Sharded over several ranks: whole tensors gathered bucket by bucket into CPU memory on
+        rank 0 (empty elsewhere).
         """
         if self.parallel.sharded:
             weights: dict[str, torch.Tensor] = {}
-            for bucket in full_weight_buckets(self.actor):
+            for bucket in full_weight_buckets(self.sync_tensors()):
                 if self.rank_group.leads:
                     weights.update(bucket)
             return weights
-        if self.settings.lora is None:
-            return {name: tensor.detach() for name, tensor in self.actor.state_dict().items()}
-        if self.settings.lora.sync_merged:
-            return lora.merged_update(self.actor)
-        return lora.adapter_update(self.actor)
+        return {name: tensor.detach() for name, tensor in self.sync_tensors()}
 
     @on_every_rank
     def write_sync_weights(self, directory: str, *, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> dict[str, float]:
-        """Sharded: gather the actor bucket by bucket and write each bucket to its own file.
+        """Sharded: gather the tensors of ``sync_tensors`` bucket by bucket and write each bucket to its own file.
 
         Rank 0 writes ``bucket_00000.safetensors``, ``bucket_00001.safetensors``, ... into
         ``directory`` and drops each bucket before gathering the next, so its memory holds
@@ -530,7 +535,7 @@ class Trainer:
         if leads:
             Path(directory).mkdir(parents=True, exist_ok=True)
         count, largest = 0, 0
-        for index, bucket in enumerate(full_weight_buckets(self.actor, bucket_bytes=bucket_bytes)):
+        for index, bucket in enumerate(full_weight_buckets(self.sync_tensors(), bucket_bytes=bucket_bytes)):
             if leads:
                 save_file(bucket, str(Path(directory) / f"bucket_{index:05d}.safetensors"))
                 count += 1
@@ -563,7 +568,7 @@ class Trainer:
         spec = [(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in snapshot.items()]
         sent = 0
         for bucket in weight_buckets(spec, bucket_bytes):
-            whole = [gather_whole(snapshot[name]) for name, _, _ in bucket]
+            whole = [whole_tensor(snapshot[name]) for name, _, _ in bucket]
             if self.rank_group.leads:
                 sent += send(whole)
             del whole
@@ -604,7 +609,11 @@ class Trainer:
             ckpt.prepare_staging(self.run_dir, self.global_step)
         self.rank_group.barrier()  # the staging directory is clean before anyone writes into it
         save_sharded(staging / "actor" / SHARDED_DIR, model=self.actor, optimizer=self.optimizer)
-        actor_weights = full_model_state(self.actor)
+        # Under LoRA the adapter alone (saved in peft's format); the export merges it into the base.
+        actor_weights = full_model_state(self.actor, trainable_only=self.settings.lora is not None)
+        export_weights = None
+        if export_hf and self.settings.lora is not None:
+            export_weights = {name: tensor.cpu() for name, tensor in lora.merged_tensors(self.actor) if leads}
         critic_weights = None
         if self.critic is not None:
             save_sharded(staging / "critic" / SHARDED_DIR, model=self.critic, optimizer=self.critic_optimizer)
@@ -621,6 +630,8 @@ class Trainer:
             tokenizer=self.tokenizer,
             export_hf=export_hf,
             actor_weights=actor_weights,
+            export_model=self.actor.get_base_model() if export_weights is not None else None,
+            export_weights=export_weights,
             critic=self.critic,
             critic_weights=critic_weights,
             extra_files=extra_files,
@@ -633,9 +644,8 @@ class Trainer:
         ckpt.check_loadable(self.run_dir, step)
         directory = ckpt.step_dir(self.run_dir, step)
         state = ckpt.load_optimizer_state(self.run_dir, step)
+        self._check_actor_kind(directory / "actor")
         if is_sharded_save(directory / "actor"):
-            if self.settings.lora is not None:
-                raise UserError(f"the checkpoint {directory} holds whole weights; to resume from it, remove model.lora_configs")
             load_sharded(directory / "actor" / SHARDED_DIR, model=self.actor, optimizer=self.optimizer)
         else:
             self.load_actor_weights(directory / "actor")
@@ -663,14 +673,18 @@ class Trainer:
         else:
             optimizer.load_state_dict(state)
 
-    def load_actor_weights(self, actor_dir: Path) -> None:
-        """The actor of a checkpoint: whole weights, or a LoRA adapter when LoRA is configured."""
+    def _check_actor_kind(self, actor_dir: Path) -> None:
+        """A checkpoint resumes a run that trains what it saved: an adapter or whole weights."""
         saved_adapter = is_adapter_dir(actor_dir)
         if saved_adapter != (self.settings.lora is not None):
             held = "a LoRA adapter" if saved_adapter else "whole weights"
             fix = "set model.lora_configs as in that run" if saved_adapter else "remove model.lora_configs"
             raise UserError(f"the checkpoint {actor_dir} holds {held}; to resume from it, {fix}")
-        if saved_adapter:
+
+    def load_actor_weights(self, actor_dir: Path) -> None:
+        """The actor of a checkpoint: whole weights, or a LoRA adapter when LoRA is configured."""
+        self._check_actor_kind(actor_dir)
+        if self.settings.lora is not None:
             lora.load_adapter(self.actor, actor_dir)
             return
         loaded = load_causal_lm(str(actor_dir), self.settings.dtype, device=str(self.device))

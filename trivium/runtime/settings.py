@@ -16,9 +16,9 @@ from typing import Any
 
 from trivium.algorithm.advantages import ADVANTAGE_FNS, computed_by_explorer, requires_critic
 from trivium.algorithm.presets import PRESETS
+from trivium.config.modes import ModeTraits, traits_of
 from trivium.config.schema import PipelineConfig, StorageConfig
 from trivium.config.unused_keys import engine_options
-from trivium.config.modes import ModeTraits, traits_of
 from trivium.errors import UserError
 from trivium.explorer.over_rollout import OverRollout
 from trivium.models.engine import takes_lora_adapters

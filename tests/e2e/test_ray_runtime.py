@@ -205,21 +205,26 @@ def test_killing_an_engine_actor_stops_the_run_with_a_message_naming_it(tmp_path
     wait_for(lambda: ray_processes() - before == set(), 60, "Ray processes to end")
 
 
-def test_killing_the_trainer_stops_the_run_and_a_resume_trains_the_remaining_steps(tmp_path, assets):
-    config = ray_config(assets, tmp_path / "runs", **{"buffer.total_steps": 8, "trainer.save_interval": 2})
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_killing_the_trainer_stops_the_run_and_a_resume_trains_the_remaining_steps(tmp_path, assets, ranks):
+    trainer = {"trainer.trainer_strategy": "fsdp2", "trainer.data_parallel_size": ranks, "explorer.rollout_model.engine_num": 1}
+    config = ray_config(assets, tmp_path / "runs", **{"buffer.total_steps": 8, "trainer.save_interval": 2, **trainer})
     path = write(tmp_path, config)
     log = tmp_path / "run.log"
     process = start_run(path, log)
     run_dir = tmp_path / "runs" / "e2e" / "run"
     try:
         wait_for(lambda: (run_dir / "global_step_2").exists(), 300, "the first checkpoint")
-        pid = json.loads((run_dir / "ray_actors.json").read_text())["trainer"]
-        os.kill(pid, signal.SIGKILL)
+        actors = json.loads((run_dir / "ray_actors.json").read_text())
+        os.kill(actors["trainer"], signal.SIGKILL)
         assert process.wait(timeout=300) == 1
     finally:
         if process.poll() is None:
             process.kill()
     assert "error: the trainer actor died" in log.read_text()
+    if ranks == 2:
+        # The other rank belongs to the trainer actor: it goes down with it.
+        wait_for(lambda: not psutil.pid_exists(actors["trainer_rank_1"]), 60, "trainer rank 1 to end")
 
     config["continue_from_checkpoint"] = True
     result = run_to_end(write(tmp_path, config, "resume.yaml"))

@@ -15,15 +15,20 @@ larger models, at the base point's 64 rows of 64 tokens.
 
 Each system runs each point in a process of its own (``scaling/trivium_point.py``,
 ``scaling/trl_point.py``), so the peak RSS is the point's own: one warm-up step, then two
-timed steps; which system goes first alternates from point to point. trivium's step is the
+timed steps; which system goes first alternates from point to point, and the whole sweep
+runs twice, the second round backwards. Every worker runs one torch thread (``--threads``):
+on cores shared with other jobs a second OpenMP thread that loses its core stalls every
+parallel region, which made single steps up to 20x slower in a trial. trivium's step is the
 ``hf`` engine's rollout, ``Trainer.train_step`` (GRPO) and the weight hand-back, with every
 stage timed (the "where the time goes" table). TRL's step is timed between its
 ``on_step_end`` callbacks, its rollout by wrapping ``_generate_and_score_completions``.
 
-Budget: the full sweep (12 distinct points, 24 processes) takes about 10-15 minutes on an
-idle 2-core machine and must stay under 30 minutes; ``--quick`` (3 tiny points) under 3.
+Budget: the full sweep (12 distinct points, 2 rounds, 48 processes) must stay under 30
+minutes on a 2-core machine; it took 17.9 minutes on the shared AMD EPYC the results come
+from (one round about 9). ``--quick`` (4 tiny points, one round) takes about a minute, and
+``--axes`` measures only the given axes, keeping the saved measurements of the others.
 
-    python benchmarks/scaling.py [--quick] [--axes model length group batch] [--report-only]
+    python benchmarks/scaling.py [--quick] [--axes model length group batch] [--rounds N] [--report-only]
 
 Writes benchmarks/results/scaling.md, scaling.json and scaling_<axis>.png (``--quick``:
 scaling_quick.*).
@@ -43,10 +48,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "scaling"))
 
-import points  # noqa: E402  (benchmarks/scaling/ is on sys.path)
-import render  # noqa: E402
-
-from machine import describe  # noqa: E402  (benchmarks/ is on sys.path)
+import points
+import render
+from machine import describe
 
 RESULTS = HERE / "results"
 WORKERS = {"trivium": HERE / "scaling" / "trivium_point.py", "trl": HERE / "scaling" / "trl_point.py"}
@@ -56,12 +60,14 @@ FULL = {
              "batch": [8, 32, 128]},
     "warmup_steps": 1,
     "timed_steps": 2,
+    "rounds": 2,
 }
 QUICK = {
     "base": points.Point(model="tiny", response_tokens=16, group_size=4, prompts_per_step=4),
     "axes": {"model": ["tiny"], "length": [16, 32], "group": [4, 8], "batch": [4, 8]},
     "warmup_steps": 1,
     "timed_steps": 2,
+    "rounds": 1,
 }
 POINT_TIMEOUT_S = 600  # one system at one point; beyond it the point counts as infeasible for that system
 
@@ -87,7 +93,7 @@ def run_system(system: str, point: points.Point, plan: dict, work: Path, threads
     start = time.time()
     try:
         with open(log, "w") as handle:
-            code = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, timeout=POINT_TIMEOUT_S,
+            code = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, timeout=POINT_TIMEOUT_S, check=False,
                                   env=dict(os.environ, TQDM_DISABLE="1", OMP_NUM_THREADS=str(threads),
                                            MKL_NUM_THREADS=str(threads))).returncode
         error = "" if code == 0 and out.exists() else f"failed (exit {code}; see {log.name})"
@@ -103,22 +109,31 @@ def run_system(system: str, point: points.Point, plan: dict, work: Path, threads
     return measurement
 
 
-def run_sweep(plan: dict, axes: list[str], threads: int) -> list[dict]:
-    points.model_dir("tiny")  # build the models before any timing, once
-    for name in {p.model for p in sweep_points(plan, axes)}:
-        points.model_dir(name)
+def run_sweep(plan: dict, axes: list[str], threads: int, rounds: int) -> list[dict]:
+    """Every point of the sweep ``rounds`` times; each round walks the points in the opposite
+    direction to the one before, and the system that goes first alternates at every point."""
+    todo = sweep_points(plan, axes)
+    for name in {p.model for p in todo}:
+        points.model_dir(name)  # build the models before any timing, once
     work = points.WORK / "runs"
     work.mkdir(parents=True, exist_ok=True)
     measurements = []
-    for index, point in enumerate(sweep_points(plan, axes)):
-        order = ["trivium", "trl"] if index % 2 == 0 else ["trl", "trivium"]
-        measurements += [run_system(system, point, plan, work, threads) for system in order]
+    turn = 0
+    for round_index in range(rounds):
+        print(f"== round {round_index + 1} of {rounds}", flush=True)
+        for point in todo if round_index % 2 == 0 else todo[::-1]:
+            order = ["trivium", "trl"] if turn % 2 == 0 else ["trl", "trivium"]
+            turn += 1
+            for system in order:
+                measurement = run_system(system, point, plan, work, threads)
+                measurements.append(dict(measurement, round=round_index))
     return measurements
 
 
 def merged(previous: dict | None, measurements: list[dict]) -> list[dict]:
     """The new measurements, plus earlier ones of points this run did not measure."""
     fresh = {(m["system"], render.point_key(m["point"])) for m in measurements}
+    # A point measured again replaces every earlier round of it.
     kept = [m for m in (previous or {}).get("measurements", [])
             if (m["system"], render.point_key(m["point"])) not in fresh]
     return kept + measurements
@@ -144,6 +159,8 @@ def main() -> int:
     parser.add_argument("--axes", nargs="+", choices=list(render.AXIS_FIELDS), default=list(render.AXIS_FIELDS))
     parser.add_argument("--threads", type=int, default=1,
                         help="torch (OpenMP) threads of every worker (default 1: steady under other load)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="times every point is run by each system (default 2; --quick 1)")
     parser.add_argument("--report-only", action="store_true", help="rewrite the report from the saved JSON")
     args = parser.parse_args()
     plan = QUICK if args.quick else FULL
@@ -157,7 +174,8 @@ def main() -> int:
         return 0
 
     began = time.time()
-    measurements = run_sweep(plan, args.axes, args.threads)
+    rounds = args.rounds or plan["rounds"]
+    measurements = run_sweep(plan, args.axes, args.threads, rounds)
     same_plan = previous is not None and previous.get("base") == asdict(plan["base"])
     axes = dict(previous["axes"]) if same_plan else {}
     axes.update({axis: plan["axes"][axis] for axis in args.axes})
@@ -170,6 +188,7 @@ def main() -> int:
         "base": asdict(plan["base"]),
         "axes": {axis: axes[axis] for axis in render.AXIS_FIELDS if axis in axes},
         "threads": args.threads,
+        "rounds": rounds,
         "warmup_steps": plan["warmup_steps"],
         "timed_steps": plan["timed_steps"],
         "measurements": merged(previous if same_plan else None, measurements),

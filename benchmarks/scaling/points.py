@@ -29,10 +29,10 @@ NUM_PROMPTS = 1024  # the prompt pool; a run draws prompts_per_step of them per 
 # The sizes beyond the two presets. `trivium init model` offers only tiny (~0.8M) and small
 # (~6M); the ~25M decoder uses the same builder with wider and deeper layers.
 EXTRA_MODELS = {
-    "25m": dict(
-        max_vocab_size=512, hidden_size=512, num_hidden_layers=8, num_attention_heads=8,
-        num_key_value_heads=4, intermediate_size=1536,
-    ),
+    "25m": {
+        "max_vocab_size": 512, "hidden_size": 512, "num_hidden_layers": 8, "num_attention_heads": 8,
+        "num_key_value_heads": 4, "intermediate_size": 1536,
+    },
 }
 
 

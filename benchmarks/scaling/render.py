@@ -46,7 +46,25 @@ def axis_points(base: dict, axis: str, values: list) -> list[dict]:
 
 
 def index_measurements(measurements: list[dict]) -> dict[tuple[str, str], dict]:
-    return {(m["system"], point_key(m["point"])): m for m in measurements}
+    """One record per (system, point): the timed steps of all its rounds pooled, the highest
+    peak RSS, the mean of each piece; a point that failed in any round keeps that round's error."""
+    runs: dict[tuple[str, str], list[dict]] = {}
+    for m in measurements:
+        runs.setdefault((m["system"], point_key(m["point"])), []).append(m)
+    return {key: pooled(group) for key, group in runs.items()}
+
+
+def pooled(group: list[dict]) -> dict:
+    good = [m for m in group if ok(m)]
+    if not good:
+        return group[0]
+    out = dict(good[0])
+    out["step_seconds"] = [s for m in good for s in m["step_seconds"]]
+    out["rollout_seconds"] = [s for m in good for s in m["rollout_seconds"]]
+    out["peak_rss_mb"] = max(m["peak_rss_mb"] for m in good)
+    out["pieces"] = {k: statistics.fmean(m["pieces"].get(k, 0.0) for m in good) for k in good[0]["pieces"]}
+    out["runs"] = len(good)
+    return out
 
 
 def ok(m: dict | None) -> bool:
@@ -90,8 +108,8 @@ def axis_table(axis: str, points: list[dict], by_key: dict, params: dict[str, in
         "",
         f"![{axis}](scaling_{axis}.png)",
         "",
-        "| point | rows | tokens/step (gen / train) | system | step s | rollout s | train s | rollout tok/s "
-        "| train tok/s | ms per trained token | peak RSS MB | trivium speed-up |",
+        ("| point | rows | tokens/step (gen / train) | system | step s | rollout s | train s | rollout tok/s "
+         "| train tok/s | ms per trained token | peak RSS MB | trivium speed-up |"),
         "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for point in points:
@@ -124,15 +142,71 @@ def growth_lines(axis: str, points: list[dict], by_key: dict) -> list[str]:
         a, b = by_key.get((system, point_key(first))), by_key.get((system, point_key(last)))
         if not (ok(a) and ok(b)):
             continue
-        work = b["train_tokens"] / a["train_tokens"]
+        work = (f"{b['params'] / a['params']:.0f}x the parameters" if axis == "model"
+                else f"{b['train_tokens'] / a['train_tokens']:.1f}x the trained tokens")
         parts = [
             f"step {step_s(b) / step_s(a):.2f}x",
             f"rollout per generated token {rollout_s(b) / b['rollout_tokens'] / (rollout_s(a) / a['rollout_tokens']):.2f}x",
             f"train per trained token {train_s(b) / b['train_tokens'] / (train_s(a) / a['train_tokens']):.2f}x",
         ]
-        out.append(f"- {AXIS_TITLES[axis]}, {system}: {work:.1f}x the trained tokens from "
+        out.append(f"- {AXIS_TITLES[axis]}, {system}: {work} from "
                    f"{first[AXIS_FIELDS[axis]]} to {last[AXIS_FIELDS[axis]]}; " + ", ".join(parts) + ".")
     return out
+
+
+def computed_tokens(m: dict) -> float:
+    """Tokens trivium's trainer runs through the model: each group's prompt once, every response."""
+    point = m["point"]
+    response = rows(point) * point["response_tokens"]
+    prompt_per_row = (m["train_tokens"] - response) / rows(point)
+    return response + point["prompts_per_step"] * prompt_per_row
+
+
+def largest_growth(values: list[float]) -> float:
+    """The largest ratio of a value to one before it (1.0 when the values never rise)."""
+    return max([values[j] / values[i] for i in range(len(values)) for j in range(i + 1, len(values))] + [1.0])
+
+
+def scaling_check(axes: dict[str, list], base: dict, by_key: dict) -> list[str]:
+    """Does trivium's cost per unit of work stay flat where it should? Numbers per axis."""
+    lines = []
+    for axis in ("batch", "group"):
+        if axis not in axes:
+            continue
+        got = [(p[AXIS_FIELDS[axis]], by_key.get(("trivium", point_key(p)))) for p in axis_points(base, axis, axes[axis])]
+        got = [(x, m) for x, m in got if ok(m)]
+        if len(got) < 2:
+            continue
+        train = [train_s(m) * 1e6 / computed_tokens(m) for _, m in got]
+        decode = [m["pieces"].get("rollout: decode forward", 0.0) * 1e6 / m["rollout_tokens"] for _, m in got]
+        other = [(m["pieces"].get("train: other", 0.0) + m["pieces"].get("rollout: sampling and loop", 0.0))
+                 * 1e6 / m["rollout_tokens"] for _, m in got]
+        worst = max(largest_growth(train), largest_growth(decode), largest_growth(other))
+        verdict = (f"no cost per unit grows by more than {worst:.2f}x from one point to a larger one"
+                   if worst < 1.3 else f"a cost per unit grows {worst:.2f}x: it grows faster than the work")
+        values = ", ".join(str(x) for x, _ in got)
+        lines.append(
+            f"- {AXIS_TITLES[axis]} ({values}): train microseconds per computed token "
+            f"{' / '.join(f'{v:.0f}' for v in train)}; engine decode-forward microseconds per generated token "
+            f"{' / '.join(f'{v:.1f}' for v in decode)}; Python bookkeeping (sampling loop + trainer other) "
+            f"microseconds per generated token {' / '.join(f'{v:.1f}' for v in other)}. Per unit of work: {verdict}."
+        )
+    if "length" in axes:
+        got = [(p["response_tokens"], by_key.get(("trivium", point_key(p))))
+               for p in axis_points(base, "length", axes["length"])]
+        got = [(x, m) for x, m in got if ok(m)]
+        if len(got) >= 2:
+            decode = [m["pieces"].get("rollout: decode forward", 0.0) * 1e3 / x for x, m in got]
+            train = [train_s(m) * 1e6 / computed_tokens(m) for _, m in got]
+            lines.append(
+                f"- response length ({', '.join(str(x) for x, _ in got)}): engine decode-forward milliseconds per "
+                f"step (all {rows(base)} rows) {' / '.join(f'{v:.2f}' for v in decode)}; train microseconds per "
+                f"computed token {' / '.join(f'{v:.0f}' for v in train)}. The linear layers do the same work per "
+                "token at every length; what grows is attention, which reads the whole key/value cache at every "
+                "decode step and attends over the whole sequence in training (cost per token proportional to the "
+                "length)."
+            )
+    return lines
 
 
 def pieces_table(axes: dict[str, list], base: dict, by_key: dict) -> list[str]:
@@ -176,7 +250,7 @@ def plot_axis(axis: str, points: list[dict], by_key: dict, out: Path, params: di
     field = AXIS_FIELDS[axis]
     xs_all = [params.get(p["model"], 0) / 1e6 if axis == "model" else p[field] for p in points]
     fig, panels = plt.subplots(1, 3, figsize=(15, 4.2))
-    styles = {"trivium": dict(color="tab:blue"), "trl": dict(color="tab:orange")}
+    styles = {"trivium": {"color": "tab:blue"}, "trl": {"color": "tab:orange"}}
     for system in SYSTEMS:
         got = [(x, by_key.get((system, point_key(p)))) for x, p in zip(xs_all, points)]
         got = [(x, m) for x, m in got if ok(m)]
@@ -193,7 +267,9 @@ def plot_axis(axis: str, points: list[dict], by_key: dict, out: Path, params: di
         panel.set_title(title)
         panel.set_xlabel("parameters (M)" if axis == "model" else AXIS_TITLES[axis])
         panel.set_xscale("log", base=2)
-        panel.set_xticks(xs_all, [f"{x:g}" for x in xs_all])
+        labels = [f"{p['model']}\n{x:.1f}M" for p, x in zip(points, xs_all)] if axis == "model" \
+            else [f"{x:g}" for x in xs_all]
+        panel.set_xticks(xs_all, labels)
         panel.minorticks_off()
         if title != "peak RSS (MB)":
             panel.set_yscale("log")
@@ -221,8 +297,9 @@ def render(data: dict, results_dir: Path, stem: str) -> str:
         (f"Base point: model {base['model']}, responses of {base['response_tokens']} tokens, groups of "
          f"{base['group_size']}, {base['prompts_per_step']} prompts per step ({rows(base)} rows); each axis varies "
          "one of these. Each system runs each point in a process of its own: "
-         f"{data['warmup_steps']} warm-up step(s), then {data['timed_steps']} timed steps (medians below); the two "
-         "systems alternate which goes first from point to point. Every worker runs torch with "
+         f"{data['warmup_steps']} warm-up step(s), then {data['timed_steps']} timed steps, in each of "
+         f"{data.get('rounds', 1)} round(s) (the next round walks the points backwards); the tables give the "
+         "median of the pooled timed steps and the highest peak RSS. The two systems alternate which goes first from point to point. Every worker runs torch with "
          f"{data.get('threads', 1)} thread(s) (`OMP_NUM_THREADS`): on cores shared with other jobs, a second "
          "OpenMP thread that loses its core stalls every parallel region and made single steps up to 20x slower. "
          "trivium: the `hf` engine samples (every "
@@ -243,11 +320,15 @@ def render(data: dict, results_dir: Path, stem: str) -> str:
     lines += ["## Per-token cost from the smallest to the largest point of each axis", ""]
     for axis, values in axes.items():
         lines += growth_lines(axis, axis_points(base, axis, values), by_key)
+    lines += ["", "## Scaling check (trivium)", "",
+              ("Cost per unit of work along each axis; \"computed tokens\" count each group's prompt once, as "
+               "the trainer's shared prompt pass computes it."), ""]
+    lines += scaling_check(axes, base, by_key)
     lines += ["", "## Where the time goes (trivium, largest point of each axis)", "",
-              "Mean milliseconds per timed step of each stage, timed by wrapping the functions that do it "
-              "(`HFEngine`'s decoder prefill/decode, the trainer's forward, `Tensor.backward`, gradient clipping, "
-              "`optimizer.step`, advantages, logprob recomputation); `other` rows are what the wrapped calls "
-              "leave of their stage.", ""]
+              ("Mean milliseconds per timed step of each stage, timed by wrapping the functions that do it "
+               "(`HFEngine`'s decoder prefill/decode, the trainer's forward, `Tensor.backward`, gradient clipping, "
+               "`optimizer.step`, advantages, logprob recomputation); `other` rows are what the wrapped calls "
+               "leave of their stage."), ""]
     lines += pieces_table(axes, base, by_key)
     lines += ["", *data.get("notes", [])]
     return "\n".join(lines).rstrip() + "\n"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import points  # noqa: E402  (this folder is on sys.path)
+import points
 
 
 class StageClock:

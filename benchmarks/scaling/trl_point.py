@@ -14,6 +14,7 @@ advantages), timed by a subclass. The token counts are read from that method's o
 
 from __future__ import annotations
 
+import itertools
 import sys
 import tempfile
 import time
@@ -21,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import points  # noqa: E402  (this folder is on sys.path)
+import points
 
 
 def make_trainer(point: points.Point, steps: int, output_dir: str, result: points.Measurement):
@@ -82,7 +83,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as output_dir:
         trainer, rollout_seconds, step_ends = make_trainer(point, steps, output_dir, result)
         trainer.train()
-    step_seconds = [b - a for a, b in zip(step_ends, step_ends[1:])]
+    step_seconds = [b - a for a, b in itertools.pairwise(step_ends)]
     for step, (seconds, rollout) in enumerate(zip(step_seconds, rollout_seconds)):
         print(f"trl {point.key} step {step}: {seconds:.2f}s (rollout {rollout:.2f}s)", flush=True)
     result.step_seconds = step_seconds[args.warmup_steps:]

@@ -26,14 +26,8 @@ CLIP_EPSILON = 0.2
 TEMPERATURE = 1.0
 NUM_PROMPTS = 1024  # the prompt pool; a run draws prompts_per_step of them per step
 
-# The sizes beyond the two presets. `trivium init model` offers only tiny (~0.8M) and small
-# (~6M); the ~25M decoder uses the same builder with wider and deeper layers.
-EXTRA_MODELS = {
-    "25m": {
-        "max_vocab_size": 512, "hidden_size": 512, "num_hidden_layers": 8, "num_attention_heads": 8,
-        "num_key_value_heads": 4, "intermediate_size": 1536,
-    },
-}
+# The model axis's names and the `trivium init model --preset` each is built with.
+MODEL_PRESETS = {"tiny": "tiny", "small": "small", "25m": "medium"}
 
 
 @dataclass(frozen=True)
@@ -107,14 +101,12 @@ def model_dir(name: str) -> Path:
     sys.path.insert(0, str(REPO))
     from trivium.models import tiny
 
-    if name in EXTRA_MODELS and name not in tiny.PRESETS:
-        tiny.PRESETS[name] = tiny.TinyModelPreset(**EXTRA_MODELS[name])
     partial = out.with_name(name + ".partial")
     if partial.exists():
         import shutil
 
         shutil.rmtree(partial)
-    tiny.build_tiny_model(partial, preset=name, seed=0)
+    tiny.build_tiny_model(partial, preset=MODEL_PRESETS[name], seed=0)
     partial.rename(out)
     return out
 

@@ -118,7 +118,17 @@ def test_building_does_not_disturb_the_callers_random_state(tmp_path):
 def test_small_preset_has_five_to_ten_million_parameters(tmp_path):
     directory = build_tiny_model(tmp_path / "small", preset="small", seed=0)
     assert 5e6 <= count_parameters(AutoModelForCausalLM.from_pretrained(directory)) <= 10e6
-    assert set(PRESETS) == {"tiny", "small"}
+    assert set(PRESETS) == {"tiny", "small", "medium"}
+
+
+def test_medium_preset_has_about_twenty_five_million_parameters():
+    from transformers import LlamaForCausalLM
+
+    from trivium.models.tiny import model_config
+
+    spec = PRESETS["medium"]
+    model = LlamaForCausalLM(model_config(spec, vocab_size=spec.max_vocab_size, pad_id=0, eos_id=1))
+    assert 20e6 < count_parameters(model) < 30e6
 
 
 def test_bad_preset_and_non_empty_out_are_user_errors(tiny_dir, tmp_path):

@@ -29,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "AutoTokenizer / AutoModelForCausalLM.from_pretrained(OUT).",
     )
     model.add_argument(
-        "--preset", choices=("tiny", "small"), default="tiny", help="size (default: tiny, ~0.8M params)"
+        "--preset", choices=("tiny", "small", "medium"), default="tiny",
+        help="size: tiny ~0.8M, small ~6M, medium ~25M parameters (default: tiny)"
     )
     model.add_argument("--out", required=True, help="output directory (must be new or empty)")
     model.add_argument(

@@ -53,6 +53,15 @@ PRESETS: dict[str, TinyModelPreset] = {
         num_key_value_heads=4,
         intermediate_size=688,
     ),
+    # ~25M parameters: the largest size the scaling benchmark sweeps on a CPU.
+    "medium": TinyModelPreset(
+        max_vocab_size=512,
+        hidden_size=512,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        intermediate_size=1536,
+    ),
 }
 
 

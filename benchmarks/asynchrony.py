@@ -103,7 +103,7 @@ def report(results: dict[str, dict[str, list[common.RunResult]]], seeds: dict[st
         "The time-to-target task (see [time_to_target.md](time_to_target.md)): GRPO on two-digit addition with the "
         f"tiny model from the shared SFT checkpoint; group {common.GROUP_SIZE}, {common.PROMPTS_PER_STEP} prompts "
         f"per step, learning rate {common.LEARNING_RATE:g}; target: mean training reward over {common.WINDOW} "
-        f"steps >= {common.TASKS["arithmetic"].target_reward}, at most {max_steps} steps. Time counts from process start. Idle: "
+        f"steps >= {common.TASKS['arithmetic'].target_reward}, at most {max_steps} steps. Time counts from process start. Idle: "
         "seconds per explorer step that the explorer waited on the trainer (`time/idle_explorer`) and the "
         "trainer on the explorer (`time/idle_trainer`); in colocate each side idles while the other has its "
         "turn. Seeds interleaved with rotating order; medians; 'vs colocate' is the median of the per-seed "

@@ -2,9 +2,10 @@
 
 One placement group holds a bundle per actor: each rollout engine (its GPUs, or a slice of a
 CPU), each rank of the trainer (a GPU, or a slice of a CPU; ranks 1..N-1 are started by the
-trainer actor, see ``ray_trainer_ranks.py``), the explorer and the shared experience queues. On CPU-only machines every actor reserves a fraction of a CPU, so a 2-core machine
-never waits for resources that do not exist; each process then sets its own torch thread
-count so the cores are split, not oversubscribed.
+trainer actor, see ``ray_trainer_ranks.py``), the explorer and the shared experience queues.
+On CPU-only machines every actor reserves a fraction of a CPU, so a 2-core machine never
+waits for resources that do not exist; each process then sets its own torch thread count so
+the cores are split, not oversubscribed.
 
 Without ``cluster.ray_address`` (or ``RAY_ADDRESS``) a local Ray is started and shut down at
 the end; with one, the run joins that cluster and leaves it running. Actors are named in the

@@ -62,6 +62,17 @@ def write_config(tmp_path: Path, config: dict) -> str:
     return str(path)
 
 
+def closes_gap(first: float, last: float, *, share: float = 0.25, ceiling: float = 0.95) -> bool:
+    """``last`` has closed at least ``share`` of the gap between ``first`` and a perfect 1.0 (or
+    both sit at ``ceiling``).
+
+    Where an SFT warm-up leaves the model moves with the machine's floating-point order and the
+    library versions (it learns the task abruptly): a fixed rise asks too much of a run that
+    starts near the top and too little of one that starts low.
+    """
+    return last - first >= share * (1.0 - first) or min(first, last) >= ceiling
+
+
 def read_metrics(run_dir: Path) -> list[dict]:
     import json
 

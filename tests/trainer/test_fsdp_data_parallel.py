@@ -147,7 +147,7 @@ def test_sharded_checkpoint_sync_writes_one_bucket_at_a_time(tiny_model_dir, tmp
     import gc
     import weakref
 
-    import trivium.trainer.trainer as trainer_module
+    import trivium.trainer.weight_source as weight_source
     from trivium.sync.synchronizer import WeightUpdate, sync_weights_dir
 
     experiences = make_experiences(seed=0)
@@ -157,7 +157,7 @@ def test_sharded_checkpoint_sync_writes_one_bucket_at_a_time(tiny_model_dir, tmp
 
     written: list[list[weakref.ref]] = []
     alive_at_write: list[int] = []
-    real_save = trainer_module.save_file
+    real_save = weight_source.save_file
 
     def watching_save(bucket, path):
         gc.collect()
@@ -165,7 +165,7 @@ def test_sharded_checkpoint_sync_writes_one_bucket_at_a_time(tiny_model_dir, tmp
         written.append([weakref.ref(t) for t in bucket.values()])
         real_save(bucket, path)
 
-    monkeypatch.setattr(trainer_module, "save_file", watching_save)
+    monkeypatch.setattr(weight_source, "save_file", watching_save)
     sharded = Trainer(_grpo_seq_mean(tiny_model_dir, ppo_epochs=1, data_parallel_size=2), run_dir=tmp_path / "two")
     try:
         sharded.train_step(experiences)

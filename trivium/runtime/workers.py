@@ -33,6 +33,7 @@ from trivium.models.model_dir import check_model_dir
 from trivium.monitor.metric_names import IDLE_TRAINER
 from trivium.runtime import builders, trained_samples
 from trivium.runtime.settings import RunSettings
+from trivium.sync.collective import tensor_spec
 from trivium.sync.self_check import check_sync
 from trivium.sync.synchronizer import WeightUpdate, stage_weights, sync_weights_dir
 from trivium.trainer import checkpoint as ckpt
@@ -324,7 +325,7 @@ class TrainerWorker:
             snapshot = {name: tensor.detach().clone() for name, tensor in weights.items()}
             with self._staged_lock:
                 self._staged[version] = snapshot
-            spec = [(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in snapshot.items()]
+            spec = tensor_spec(snapshot)
             return WeightUpdate(version=version, spec=spec, probes=probes, probe_scores=scores)
         return stage_weights(
             method, version, weights, copy=copy, run_dir=self.run_dir, probes=probes, probe_scores=scores

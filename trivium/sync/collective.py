@@ -31,6 +31,11 @@ def free_port(host: str = "127.0.0.1") -> int:
         return probe.getsockname()[1]
 
 
+def tensor_spec(tensors: dict[str, torch.Tensor]) -> list[TensorSpec]:
+    """(name, shape, dtype name) of each tensor, in order: what a receiver allocates."""
+    return [(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in tensors.items()]
+
+
 def buckets(spec: list[TensorSpec], bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> Iterator[list[TensorSpec]]:
     """Consecutive runs of ``spec`` with one dtype and at most ``bucket_bytes`` (a larger tensor goes alone)."""
     bucket: list[TensorSpec] = []
@@ -87,7 +92,7 @@ class WeightBroadcastGroup:
 
     def send(self, weights: dict[str, torch.Tensor]) -> int:
         """Rank 0: broadcast ``weights`` bucket by bucket; returns the bytes sent."""
-        spec = [(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in weights.items()]
+        spec = tensor_spec(weights)
         return sum(self.send_bucket([weights[name] for name, _, _ in bucket]) for bucket in buckets(spec, self.bucket_bytes))
 
     def send_bucket(self, tensors: list[torch.Tensor]) -> int:

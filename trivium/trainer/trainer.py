@@ -17,12 +17,10 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM
 
 from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_entropy, requires_episodes, requires_teacher
@@ -37,14 +35,12 @@ from trivium.core.experience import Experience, episode_index
 from trivium.errors import UserError
 from trivium.models.lora_delta import is_adapter_dir
 from trivium.models.model_dir import check_model_dir
-from trivium.sync.collective import TensorSpec
-from trivium.sync.collective import buckets as weight_buckets
 from trivium.trainer import checkpoint as ckpt
 from trivium.trainer import lora
 from trivium.trainer.critic import CriticModel
 from trivium.trainer.data_parallel import DataParallel
 from trivium.trainer.forward import response_logprobs, whole_batch_entropy_terms, whole_batch_logprobs
-from trivium.trainer.fsdp import DEFAULT_BUCKET_BYTES, clip_gradients, full_weight_buckets, shard_model, whole_tensor
+from trivium.trainer.fsdp import clip_gradients, shard_model
 from trivium.trainer.micro_batch import loss_scale, plan_micro_batches
 from trivium.trainer.optim import build_optimizer, build_scheduler
 from trivium.trainer.packed_attention import use_packed_attention
@@ -60,6 +56,7 @@ from trivium.trainer.sharded_checkpoint import (
     load_unsharded_optimizer_state,
     save_sharded,
 )
+from trivium.trainer.weight_source import WeightSource
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": torch.float32}
 
@@ -81,7 +78,7 @@ def load_causal_lm(path: str, dtype: str = "float32", trainable: bool = True, de
     return model
 
 
-class Trainer:
+class Trainer(WeightSource):
     def __init__(
         self,
         settings: TrainerSettings,
@@ -490,96 +487,11 @@ class Trainer:
             self.critic_scheduler.step()
         return self.parallel.sum_metrics(totals)
 
-    # ------------------------------------------------------------------ weights and checkpoints
+    # ------------------------------------------------------------------ version and checkpoints
+    # (what a weight sync sends: weight_source.py)
     @property
     def model_version(self) -> int:
         return self.global_step
-
-    def sync_tensors(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """What a sync sends, name by name: the actor's weights; under LoRA the adapter alone
-        (the receiver merges it into its base), or whole merged weights when the rollout engine
-        cannot apply an adapter. Sharded: every rank must iterate to the end (gathers)."""
-        if self.settings.lora is None:
-            return iter(self.actor.state_dict().items())
-        if self.settings.lora.sync_merged:
-            return lora.merged_tensors(self.actor)
-        return lora.adapter_tensors(self.actor)
-
-    @on_every_rank
-    def weights_for_sync(self) -> dict[str, torch.Tensor]:
-        """The tensors of ``sync_tensors``, detached; the receiver copies them into its own model.
-
-        Sharded over several ranks: whole tensors gathered bucket by bucket into CPU memory on
-        rank 0 (empty elsewhere).
-        """
-        if self.parallel.sharded:
-            weights: dict[str, torch.Tensor] = {}
-            for bucket in full_weight_buckets(self.sync_tensors()):
-                if self.rank_group.leads:
-                    weights.update(bucket)
-            return weights
-        return {name: tensor.detach() for name, tensor in self.sync_tensors()}
-
-    @on_every_rank
-    def write_sync_weights(self, directory: str, *, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> dict[str, float]:
-        """Sharded: gather the tensors of ``sync_tensors`` bucket by bucket and write each bucket to its own file.
-
-        Rank 0 writes ``bucket_00000.safetensors``, ``bucket_00001.safetensors``, ... into
-        ``directory`` and drops each bucket before gathering the next, so its memory holds
-        about one bucket above the shard (``weights_for_sync`` holds the whole model). Returns
-        ``sync/buckets`` and ``sync/largest_bucket_bytes`` (zeros on the other ranks).
-        """
-        if not self.parallel.sharded:
-            raise RuntimeError("write_sync_weights streams gathered shards: it needs several trainer ranks")
-        leads = self.rank_group.leads
-        if leads:
-            Path(directory).mkdir(parents=True, exist_ok=True)
-        count, largest = 0, 0
-        for index, bucket in enumerate(full_weight_buckets(self.sync_tensors(), bucket_bytes=bucket_bytes)):
-            if leads:
-                save_file(bucket, str(Path(directory) / f"bucket_{index:05d}.safetensors"))
-                count += 1
-                largest = max(largest, sum(t.numel() * t.element_size() for t in bucket.values()))
-            del bucket
-        return {"sync/buckets": float(count), "sync/largest_bucket_bytes": float(largest)}
-
-    @on_every_rank
-    def stage_shards(self, version: int) -> list[TensorSpec]:
-        """Sharded: keep a copy of this rank's shards of the actor as ``version``.
-
-        Each rank holds one shard more, rank 0 no whole model; ``send_staged_shards`` gathers
-        the version later, while training goes on. Returns the whole tensors' layout.
-        """
-        if not self.parallel.sharded or self.settings.lora is not None:
-            raise RuntimeError("stage_shards keeps the shards of whole weights: it needs several ranks and no LoRA")
-        snapshot = {name: tensor.detach().clone() for name, tensor in self.actor.state_dict().items()}
-        self.staged_shards[version] = snapshot
-        return [(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in snapshot.items()]
-
-    @on_every_rank(leader_only=("send",))
-    def send_staged_shards(self, version: int, *, bucket_bytes: int, send: Callable[[list[torch.Tensor]], int] | None = None) -> int:
-        """Gather staged ``version`` one bucket at a time (the buckets of ``sync.collective.buckets``);
-        rank 0 passes each bucket to ``send`` and drops it before the next. Returns the bytes sent
-        (0 on the other ranks). Older staged versions are dropped.
-        """
-        snapshot = self.staged_shards[version]
-        for old in [v for v in self.staged_shards if v < version]:
-            del self.staged_shards[old]
-        spec = [(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in snapshot.items()]
-        sent = 0
-        for bucket in weight_buckets(spec, bucket_bytes):
-            whole = [whole_tensor(snapshot[name]) for name, _, _ in bucket]
-            if self.rank_group.leads:
-                sent += send(whole)
-            del whole
-        return sent
-
-    @on_every_rank
-    def probe_logprobs(self, probes: list[Experience]) -> list[torch.Tensor]:
-        """Response logprobs of a few experiences, as the self-check of a weight sync compares them."""
-        from trivium.sync.self_check import trainer_logprobs
-
-        return trainer_logprobs(self.actor, probes, self.pad_token_id)
 
     @on_every_rank
     def save_checkpoint(self, *, export_hf: bool, extra_files: dict[str, dict] | None = None) -> Path:

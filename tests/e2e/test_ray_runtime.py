@@ -63,10 +63,11 @@ def write(tmp_path: Path, config: dict, name: str = "config.yaml") -> str:
     return str(path)
 
 
-def run_to_end(config_path: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def run_to_end(config_path: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("RAY_ADDRESS", None)
-    return subprocess.run(trivium("run", "--config", config_path), capture_output=True, text=True, timeout=timeout, env=env)
+    command = trivium("run", "--config", config_path, *args)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def wait_for(condition, timeout: float, what: str) -> None:
@@ -89,11 +90,17 @@ def short_answer(*, prompt, response, ground_truth, **kwargs):
 """
 
 
-def test_ray_both_learns_and_leaves_no_ray_process(tmp_path, assets):
-    before = ray_processes()
+def short_answer_plugin(tmp_path: Path) -> Path:
+    """A plugin directory registering the short-answer reward."""
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     (plugins / "short_answer.py").write_text(SHORT_ANSWER_REWARD)
+    return plugins
+
+
+def test_ray_both_learns_and_leaves_no_ray_process(tmp_path, assets):
+    before = ray_processes()
+    plugins = short_answer_plugin(tmp_path)
     config = ray_config(
         assets,
         tmp_path / "runs",
@@ -106,12 +113,7 @@ def test_ray_both_learns_and_leaves_no_ray_process(tmp_path, assets):
             "monitor.enable_ray_timeline": True,
         },
     )
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("RAY_ADDRESS", None)
-    result = subprocess.run(
-        trivium("run", "--config", write(tmp_path, config), "--plugin-dir", str(plugins)),
-        capture_output=True, text=True, timeout=600, env=env,
-    )
+    result = run_to_end(write(tmp_path, config), "--plugin-dir", str(plugins))
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = tmp_path / "runs" / "e2e" / "run"
     actors = json.loads((run_dir / "ray_actors.json").read_text())
@@ -133,9 +135,7 @@ def test_ray_both_learns_and_leaves_no_ray_process(tmp_path, assets):
 
 def test_a_two_rank_trainer_runs_as_ray_actors_learns_and_saves_sharded(tmp_path, assets):
     before = ray_processes()
-    plugins = tmp_path / "plugins"
-    plugins.mkdir()
-    (plugins / "short_answer.py").write_text(SHORT_ANSWER_REWARD)
+    plugins = short_answer_plugin(tmp_path)
     config = ray_config(
         assets,
         tmp_path / "runs",
@@ -150,12 +150,7 @@ def test_a_two_rank_trainer_runs_as_ray_actors_learns_and_saves_sharded(tmp_path
             "synchronizer.sync_offset": 1,
         },
     )
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("RAY_ADDRESS", None)
-    result = subprocess.run(
-        trivium("run", "--config", write(tmp_path, config), "--plugin-dir", str(plugins)),
-        capture_output=True, text=True, timeout=600, env=env,
-    )
+    result = run_to_end(write(tmp_path, config), "--plugin-dir", str(plugins))
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = tmp_path / "runs" / "e2e" / "run"
     actors = json.loads((run_dir / "ray_actors.json").read_text())
@@ -207,8 +202,10 @@ def test_killing_an_engine_actor_stops_the_run_with_a_message_naming_it(tmp_path
 
 @pytest.mark.parametrize("ranks", [1, 2])
 def test_killing_the_trainer_stops_the_run_and_a_resume_trains_the_remaining_steps(tmp_path, assets, ranks):
-    trainer = {"trainer.trainer_strategy": "fsdp2", "trainer.data_parallel_size": ranks, "explorer.rollout_model.engine_num": 1}
-    config = ray_config(assets, tmp_path / "runs", **{"buffer.total_steps": 8, "trainer.save_interval": 2, **trainer})
+    config = ray_config(assets, tmp_path / "runs", **{
+        "buffer.total_steps": 8, "trainer.save_interval": 2, "explorer.rollout_model.engine_num": 1,
+        "trainer.trainer_strategy": "fsdp2", "trainer.data_parallel_size": ranks,
+    })
     path = write(tmp_path, config)
     log = tmp_path / "run.log"
     process = start_run(path, log)

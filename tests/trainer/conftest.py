@@ -41,3 +41,18 @@ def model(request, tiny_model_dir):
     if request.param == "llama":
         return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     return qwen2_model()
+
+
+# One process and N ranks compute the same float32 update up to summation order.
+TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
+
+
+def assert_close_metrics(one: dict, two: dict, keys) -> None:
+    for key in keys:
+        assert two[key] == pytest.approx(one[key], rel=TOLERANCE["rtol"], abs=TOLERANCE["atol"]), key
+
+
+def assert_close_weights(one: dict, two: dict) -> None:
+    assert one.keys() == two.keys()
+    for name, expected in one.items():
+        torch.testing.assert_close(two[name], expected.cpu(), **TOLERANCE, msg=name)

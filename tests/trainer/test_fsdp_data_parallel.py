@@ -13,12 +13,10 @@ from trivium.trainer import checkpoint as ckpt
 from trivium.trainer.settings import LossSettings, TrainerSettings
 from trivium.trainer.trainer import Trainer
 
-from .conftest import make_experiences
+from .conftest import assert_close_metrics, assert_close_weights, make_experiences
 
 # Each test starts a second process (about 40 s on two busy cores).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
-
-TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
 
 
 def _ppo_with_critic(model_dir, **overrides):
@@ -66,17 +64,6 @@ def _without_advantages(seed):
     return experiences
 
 
-def _assert_close_metrics(one, two, keys):
-    for key in keys:
-        assert two[key] == pytest.approx(one[key], rel=1e-5, abs=1e-5), key
-
-
-def _assert_close_weights(one, two):
-    assert one.keys() == two.keys()
-    for name in one:
-        torch.testing.assert_close(two[name], one[name].cpu(), **TOLERANCE, msg=name)
-
-
 def test_two_rank_ppo_step_with_critic_and_reference_matches_one_process(tiny_model_dir, tmp_path):
     """Resumed from a one-process checkpoint (1 -> 2 ranks), the next step of the actor, the
     reference's KL and the critic equal one process's; so do the saved critic weights."""
@@ -99,11 +86,11 @@ def test_two_rank_ppo_step_with_critic_and_reference_matches_one_process(tiny_mo
         sharded.save_checkpoint(export_hf=False)  # over the one-process step 2, read above
     finally:
         sharded.close()
-    _assert_close_metrics(expected, got, ["actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "critic/vf_loss"])
-    _assert_close_weights(single.weights_for_sync(), weights)
+    assert_close_metrics(expected, got, ["actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "critic/vf_loss"])
+    assert_close_weights(single.weights_for_sync(), weights)
     assert (critic_dir / "sharded" / ".metadata").is_file()
     saved_critic = {**load_file(critic_dir / "model.safetensors"), **load_file(critic_dir / "value_head.safetensors")}
-    _assert_close_weights(expected_critic, saved_critic)
+    assert_close_weights(expected_critic, saved_critic)
 
 
 def test_two_rank_grpo_steps_match_one_process_and_resume_on_one_rank(tiny_model_dir, tmp_path):
@@ -119,25 +106,25 @@ def test_two_rank_grpo_steps_match_one_process_and_resume_on_one_rank(tiny_model
     sharded = Trainer(_grpo_seq_mean(tiny_model_dir, data_parallel_size=2), run_dir=tmp_path / "two")
     try:
         got = [sharded.train_step(first)]
-        _assert_close_weights(after_first, sharded.weights_for_sync())
+        assert_close_weights(after_first, sharded.weights_for_sync())
         path = sharded.save_checkpoint(export_hf=True)
         got.append(sharded.train_step(second))
-        _assert_close_weights(after_second, sharded.weights_for_sync())
+        assert_close_weights(after_second, sharded.weights_for_sync())
     finally:
         sharded.close()
     for one, two in zip(expected, got):
-        _assert_close_metrics(one, two, ["actor/pg_loss", "actor/grad_norm", "actor/pg_clipfrac"])
+        assert_close_metrics(one, two, ["actor/pg_loss", "actor/grad_norm", "actor/pg_clipfrac"])
 
     assert (path / "actor" / "sharded" / ".metadata").is_file() and ckpt.checkpoint_problem(tmp_path / "two", 1) is None
     exported = AutoModelForCausalLM.from_pretrained(path / "actor" / "huggingface").state_dict()
-    _assert_close_weights({k: after_first[k] for k in exported}, exported)
+    assert_close_weights({k: after_first[k] for k in exported}, exported)
 
     resumed = Trainer(_grpo_seq_mean(tiny_model_dir), run_dir=tmp_path / "two")
     resumed.load_checkpoint(1)
     assert resumed.global_step == 1
     resumed_metrics = resumed.train_step(second)
-    _assert_close_metrics(expected[1], resumed_metrics, ["actor/pg_loss", "actor/grad_norm"])
-    _assert_close_weights(after_second, resumed.weights_for_sync())
+    assert_close_metrics(expected[1], resumed_metrics, ["actor/pg_loss", "actor/grad_norm"])
+    assert_close_weights(after_second, resumed.weights_for_sync())
 
 
 def test_sharded_checkpoint_sync_writes_one_bucket_at_a_time(tiny_model_dir, tmp_path, monkeypatch):
@@ -147,8 +134,8 @@ def test_sharded_checkpoint_sync_writes_one_bucket_at_a_time(tiny_model_dir, tmp
     import gc
     import weakref
 
-    import trivium.trainer.weight_source as weight_source
     from trivium.sync.synchronizer import WeightUpdate, sync_weights_dir
+    from trivium.trainer import weight_source
 
     experiences = make_experiences(seed=0)
     single = Trainer(_grpo_seq_mean(tiny_model_dir, ppo_epochs=1), run_dir=tmp_path / "one")
@@ -179,7 +166,7 @@ def test_sharded_checkpoint_sync_writes_one_bucket_at_a_time(tiny_model_dir, tmp
     assert metrics["sync/buckets"] == len(written) >= 3
     assert metrics["sync/largest_bucket_bytes"] < bucket_bytes + largest_tensor
     assert alive_at_write == [0] * len(written)  # every earlier bucket was freed before the next write
-    _assert_close_weights(expected, WeightUpdate(version=1, path=str(directory)).load())
+    assert_close_weights(expected, WeightUpdate(version=1, path=str(directory)).load())
 
 
 def test_staged_shards_stream_the_staged_version_one_bucket_at_a_time(tiny_model_dir, tmp_path):
@@ -222,7 +209,7 @@ def test_staged_shards_stream_the_staged_version_one_bucket_at_a_time(tiny_model
     assert alive_at_send == [0] * len(sent)  # every earlier bucket was freed before the next gather
     received = {name: tensor for bucket, tensors in zip(expected_buckets, sent) for (name, _, _), tensor in zip(bucket, tensors)}
     assert total == sum(t.numel() * t.element_size() for t in received.values())
-    _assert_close_weights(version_one, received)
+    assert_close_weights(version_one, received)
 
 
 def test_two_rank_step_with_gradient_checkpointing_matches_one_process_without(tiny_model_dir, tmp_path):
@@ -244,5 +231,5 @@ def test_two_rank_step_with_gradient_checkpointing_matches_one_process_without(t
     finally:
         sharded.close()
     assert expected["actor/grad_norm"] > 0
-    _assert_close_metrics(expected, got, ["actor/pg_loss", "actor/grad_norm", "actor/pg_clipfrac"])
-    _assert_close_weights(expected_weights, weights)
+    assert_close_metrics(expected, got, ["actor/pg_loss", "actor/grad_norm", "actor/pg_clipfrac"])
+    assert_close_weights(expected_weights, weights)

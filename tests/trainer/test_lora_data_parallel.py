@@ -19,12 +19,11 @@ from trivium.trainer.lora import adapter_parameters
 from trivium.trainer.settings import LoRASettings, LossSettings, TrainerSettings
 from trivium.trainer.trainer import Trainer
 
-from .conftest import make_experiences
+from .conftest import assert_close_metrics, assert_close_weights, make_experiences
 
 # Each test starts a second process (about 15 s on two busy cores).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
-TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
 COMPARED = ["actor/pg_loss", "actor/kl_loss", "actor/grad_norm"]
 
 
@@ -54,14 +53,7 @@ def _trainer(settings, run_dir, **kwargs) -> Trainer:
 
 
 def _assert_close_metrics(one, two, keys=COMPARED):
-    for key in keys:
-        assert two[key] == pytest.approx(one[key], rel=1e-5, abs=1e-5), key
-
-
-def _assert_close_weights(one, two):
-    assert one.keys() == two.keys()
-    for name in one:
-        torch.testing.assert_close(two[name], one[name].cpu(), **TOLERANCE, msg=name)
+    assert_close_metrics(one, two, keys)
 
 
 def _copy(weights):
@@ -102,12 +94,12 @@ def test_two_rank_lora_steps_sync_and_checkpoint_match_one_process(tiny_model_di
     for one, two in zip(expected, got):
         _assert_close_metrics(one, two)
     for one, two in zip(expected_updates, updates):
-        _assert_close_weights(one, two)
+        assert_close_weights(one, two)
     assert all(".lora_" in name for name in updates[1]), "the adapter alone travels"
     base_bytes = sum(t.numel() * t.element_size() for t in AutoModelForCausalLM.from_pretrained(tiny_model_dir).parameters())
     assert update_bytes(updates[1]) < base_bytes / 10
     assert written["sync/buckets"] == 1
-    _assert_close_weights(expected_updates[1], WeightUpdate(version=2, path=str(directory)).load())
+    assert_close_weights(expected_updates[1], WeightUpdate(version=2, path=str(directory)).load())
 
     actor_dir = path / "actor"
     assert (actor_dir / "adapter_config.json").is_file() and (actor_dir / "sharded" / ".metadata").is_file()
@@ -121,16 +113,16 @@ def test_two_rank_lora_steps_sync_and_checkpoint_match_one_process(tiny_model_di
         merged_after_second.train_step(experiences)
     expected_merged = merged_after_second.weights_for_sync()
     exported = AutoModelForCausalLM.from_pretrained(actor_dir / "huggingface").state_dict()
-    _assert_close_weights({name: expected_merged[name] for name in exported}, exported)
+    assert_close_weights({name: expected_merged[name] for name in exported}, exported)
     assert main(["convert", "checkpoint", "--path", str(path), "--out", str(tmp_path / "converted"), "--merge-lora"]) == 0
     converted = AutoModelForCausalLM.from_pretrained(tmp_path / "converted").state_dict()
-    _assert_close_weights({name: expected_merged[name] for name in converted}, converted)
+    assert_close_weights({name: expected_merged[name] for name in converted}, converted)
 
     resumed = Trainer(_grpo_with_kl(tiny_model_dir), run_dir=run_dir)
     resumed.load_checkpoint(2)
     assert resumed.global_step == 2
     _assert_close_metrics(expected[2], resumed.train_step(steps[2]))
-    _assert_close_weights(expected_updates[2], resumed.weights_for_sync())
+    assert_close_weights(expected_updates[2], resumed.weights_for_sync())
 
 
 def test_one_rank_lora_checkpoint_resumes_on_two_ranks_with_merged_sync(tiny_model_dir, tmp_path):
@@ -153,4 +145,4 @@ def test_one_rank_lora_checkpoint_resumes_on_two_ranks_with_merged_sync(tiny_mod
         sharded.close()
     _assert_close_metrics(expected, got)
     assert not any(".lora_" in name or "base_layer" in name for name in merged)
-    _assert_close_weights(expected_merged, merged)
+    assert_close_weights(expected_merged, merged)

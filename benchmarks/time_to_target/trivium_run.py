@@ -169,6 +169,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as scratch:
         root = str(args.keep_run_dir.resolve()) if args.keep_run_dir else scratch
+        Path(root).mkdir(parents=True, exist_ok=True)
         config_path = Path(root) / "config.yaml"
         config_path.write_text(
             CONFIG.format(

@@ -89,3 +89,13 @@ def test_memory_suggestion_for_a_model_too_big_for_its_engine(tmp_path):
     assert "explorer.rollout_model.tensor_parallel_size" in keys
     assert "cluster" in keys  # ~100 GiB of training state on one 16 GiB trainer GPU
     assert memory_suggestions(config, device_bytes=640 * 2**30) == []
+
+
+def test_trainer_ranks_line_names_the_layout_and_where_the_ranks_run():
+    assert "trainer ranks: 1 (no data parallelism)" in planned({}).render()
+    sharded = planned({"trainer": {"data_parallel_size": 2}}).render()
+    assert "trainer ranks: 2 over gloo (FSDP2, the models sharded over the ranks); rank 0 in this process" in sharded
+    replicated = planned({"trainer": {"data_parallel_size": 4, "trainer_strategy": "ddp"},
+                          "cluster": {"placement": "ray"}}).render()
+    assert "trainer ranks: 4 over gloo (the whole models on every rank, gradients all-reduced)" in replicated
+    assert "ranks 1-3 Ray actors" in replicated

@@ -71,3 +71,11 @@ def test_lora_over_several_ranks_is_accepted(tmp_path):
     }
     trainer = build_run_settings(resolve(load_config_from_dict(data))).trainer
     assert (trainer.data_parallel_size, trainer.strategy, trainer.lora.rank) == (2, "fsdp2", 4)
+
+
+def test_ddp_keeps_its_name_and_refuses_offload(tmp_path):
+    assert run_settings(tmp_path, trainer_strategy="ddp", data_parallel_size=2).trainer.strategy == "ddp"
+    gpus = {"gpu_per_node": 4, "trainer_gpu_num": 2}
+    assert run_settings(tmp_path, trainer_strategy="fsdp2", data_parallel_size=2, param_offload=True, cluster=gpus)
+    with pytest.raises(UserError, match="trainer_strategy 'ddp' keeps whole models"):
+        run_settings(tmp_path, trainer_strategy="ddp", data_parallel_size=2, param_offload=True, cluster=gpus)

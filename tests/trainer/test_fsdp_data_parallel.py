@@ -127,6 +127,33 @@ def test_two_rank_grpo_steps_match_one_process_and_resume_on_one_rank(tiny_model
     assert_close_weights(after_second, resumed.weights_for_sync())
 
 
+def test_two_rank_ddp_keeps_whole_weights_on_each_rank_and_matches_one_process(tiny_model_dir, tmp_path):
+    """trainer_strategy ddp: every rank holds the whole actor (no shard), the steps equal one
+    process's, and its checkpoint resumes in one process."""
+    first, second = make_experiences(seed=0), make_experiences(seed=1)
+    single = Trainer(_grpo_seq_mean(tiny_model_dir), run_dir=tmp_path / "one")
+    expected = [single.train_step(first), single.train_step(second)]
+    after_second = single.weights_for_sync()
+
+    replicated = Trainer(_grpo_seq_mean(tiny_model_dir, data_parallel_size=2, strategy="ddp"), run_dir=tmp_path / "two")
+    try:
+        weights = dict(replicated.actor.named_parameters())
+        assert all(w.to_local().shape == w.shape for w in weights.values())
+        got = [replicated.train_step(first)]
+        replicated.save_checkpoint(export_hf=False)
+        got.append(replicated.train_step(second))
+        assert_close_weights(after_second, replicated.weights_for_sync())
+    finally:
+        replicated.close()
+    for one, two in zip(expected, got):
+        assert_close_metrics(one, two, ["actor/pg_loss", "actor/grad_norm", "actor/pg_clipfrac"])
+
+    resumed = Trainer(_grpo_seq_mean(tiny_model_dir), run_dir=tmp_path / "two")
+    resumed.load_checkpoint(1)
+    assert_close_metrics(expected[1], resumed.train_step(second), ["actor/pg_loss", "actor/grad_norm"])
+    assert_close_weights(after_second, resumed.weights_for_sync())
+
+
 def test_sharded_checkpoint_sync_writes_one_bucket_at_a_time(tiny_model_dir, tmp_path, monkeypatch):
     """The checkpoint transport of a 2-rank trainer: rank 0 gathers, writes and drops each bucket
     before the next (no earlier bucket is alive at a write), and the files hold exactly the

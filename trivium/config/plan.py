@@ -103,7 +103,10 @@ def explain(config: TriviumConfig) -> Plan:
     plan = Plan(
         title=f"run {config.project}/{config.name} -> {config.checkpoint_job_dir}",
         mode=mode,
-        device_lines=[*_device_lines(config), _placement_line(config), *serve_lines],
+        device_lines=[
+            *_device_lines(config), _placement_line(config), *([_trainer_ranks_line(config)] if trains else []),
+            *serve_lines,
+        ],
         sync_line=(
             f"{config.synchronizer.sync_method} every {config.synchronizer.sync_interval} step(s), "
             f"style {config.synchronizer.sync_style}, offset {config.synchronizer.sync_offset}"
@@ -198,3 +201,24 @@ def _placement_line(config: TriviumConfig) -> str:
         actors.append("trainer")
     where = f"joins the Ray cluster at {cluster.ray_address}" if cluster.ray_address else "starts a local Ray"
     return f"placement: Ray actors ({', '.join(actors)}); {where}, namespace {config.ray_namespace}"
+
+
+# How each trainer strategy lays the models over several ranks (docs/fsdp.md).
+RANK_LAYOUTS = {
+    "fsdp": "FSDP2, the models sharded over the ranks",
+    "fsdp2": "FSDP2, the models sharded over the ranks",
+    "ddp": "the whole models on every rank, gradients all-reduced",
+}
+
+
+def _trainer_ranks_line(config: TriviumConfig) -> str:
+    ranks = int(config.trainer.data_parallel_size or 1)
+    if ranks == 1:
+        return "trainer ranks: 1 (no data parallelism)"
+    backend = "nccl" if config.cluster.device_type == "cuda" else "gloo"
+    where = (
+        f"rank 0 in the trainer actor, ranks 1-{ranks - 1} Ray actors beside it" if config.cluster.uses_ray
+        else f"rank 0 in this process, ranks 1-{ranks - 1} processes it starts"
+    )
+    layout = RANK_LAYOUTS[config.trainer.trainer_strategy]
+    return f"trainer ranks: {ranks} over {backend} ({layout}); {where}"

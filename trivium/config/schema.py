@@ -74,7 +74,7 @@ CONCURRENT_MODES = ["sequential", "asynchronous", "multi-threading"]
 SYNC_METHODS = ["nccl", "memory", "checkpoint"]
 SYNC_STYLES = ["fixed", "explorer_driven", "trainer_driven", "fully_async"]
 TRAINER_TYPES = ["default", "verl"]
-TRAINER_STRATEGIES = ["fsdp", "fsdp2", "megatron", "none"]
+TRAINER_STRATEGIES = ["fsdp", "fsdp2", "ddp", "megatron", "none"]
 SAVE_STRATEGIES = ["single_thread", "single_process", "single_node", "unrestricted"]
 SAVE_HF_CHOICES = ["last", "always", "never"]
 TRUNCATION_CHOICES = ["mask", "keep"]
@@ -552,7 +552,8 @@ class TrainerConfig:
         "fsdp",
         "Parallelism of the trainer over its ranks: 'fsdp' and 'fsdp2' both shard actor, reference and "
         "critic with PyTorch's FSDP2 (fully_shard) when data_parallel_size > 1; with one rank they "
-        "train unsharded. 'none' allows one rank only; 'megatron' is not implemented.",
+        "train unsharded. 'ddp' keeps the whole models on every rank and all-reduces gradients (FSDP2 over a "
+        "replicate-only mesh). 'none' allows one rank only; 'megatron' is not implemented.",
         TRAINER_STRATEGIES,
     )
     data_parallel_size: Optional[int] = opt(

@@ -272,7 +272,7 @@ def _engines_and_trainer(config: TriviumConfig, problems: list[Problem]) -> None
     if config.trainer.trainer_strategy == "megatron":
         problems.append(Problem(
             "trainer.trainer_strategy",
-            "megatron is not available in the built-in trainer; use fsdp or fsdp2 (or none on one device)",
+            "megatron is not available in the built-in trainer; use fsdp or fsdp2 (sharded), ddp (replicated) or none (one device)",
         ))
     for pipeline_name in ("task_pipeline", "experience_pipeline"):
         pipeline = getattr(config.data_processor, pipeline_name)

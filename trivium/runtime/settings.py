@@ -299,6 +299,10 @@ def _preset_trains_on_datasets(algorithm: Any) -> bool:
 # ---------------------------------------------------------------- trainer
 
 
+# trainer.trainer_strategy -> TrainerSettings.strategy ("fsdp" is veRL's name for the same FSDP2 code).
+TRAINER_STRATEGY_NAMES = {"fsdp": "fsdp2", "fsdp2": "fsdp2", "ddp": "ddp", "none": "none"}
+
+
 def check_supported(config: Any) -> None:
     """Config keys the schema accepts but the built-in trainer does not implement yet."""
     model, trainer = config.model, config.trainer
@@ -336,6 +340,11 @@ def check_trainer_parallelism(config: Any) -> None:
     if offload and ranks < 2:
         raise NotImplementedError(
             f"trainer.{offload[0]} is applied through FSDP2 and needs trainer.data_parallel_size >= 2"
+        )
+    if offload and trainer.trainer_strategy == "ddp":
+        raise UserError(
+            f"trainer.{offload[0]} offloads FSDP2's shards, but trainer_strategy 'ddp' keeps whole models on "
+            "every rank; use trainer_strategy: fsdp2 to shard and offload"
         )
     if trainer.optimizer_offload and not trainer.param_offload:
         raise UserError(
@@ -436,7 +445,7 @@ def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads:
         device="cuda" if config.cluster.device_type == "cuda" else "cpu",
         cpu_threads=cpu_threads,
         data_parallel_size=int(trainer.data_parallel_size or 1),
-        strategy="none" if trainer.trainer_strategy == "none" else "fsdp2",
+        strategy=TRAINER_STRATEGY_NAMES[trainer.trainer_strategy],
         param_offload=bool(trainer.param_offload),
     )
 

@@ -1,4 +1,4 @@
-"""FSDP2 for the trainer's models: sharding, gradient clipping and gathering whole weights.
+"""FSDP2 for the trainer's models: sharding (or replication), gradient clipping and gathering whole weights.
 
 ``shard_model`` applies ``torch.distributed.fsdp.fully_shard`` to every transformer block
 (the classes a model lists in ``_no_split_modules``) and then to the whole model, over all
@@ -19,9 +19,20 @@ from torch.distributed.tensor import DTensor
 DEFAULT_BUCKET_BYTES = 256 * 1024 * 1024
 
 
-def shard_model(model: torch.nn.Module, *, device_type: str, world_size: int, offload_params: bool = False) -> torch.nn.Module:
-    """Shard ``model`` in place over ``world_size`` ranks; returns it."""
-    mesh = init_device_mesh(device_type, (world_size,))
+def shard_model(
+    model: torch.nn.Module, *, device_type: str, world_size: int, replicate: bool = False, offload_params: bool = False
+) -> torch.nn.Module:
+    """Shard ``model`` in place over ``world_size`` ranks; returns it.
+
+    ``replicate``: data parallel without sharding (DDP's layout): a (world_size, 1) mesh, whose
+    replicate dimension holds every rank and whose shard dimension holds one, so each rank
+    keeps the whole weights and FSDP2 all-reduces the gradients. Everything else (DTensor
+    weights, checkpoints, gathering for a sync) is the sharded path's.
+    """
+    if replicate:
+        mesh = init_device_mesh(device_type, (world_size, 1), mesh_dim_names=("replicate", "shard"))
+    else:
+        mesh = init_device_mesh(device_type, (world_size,))
     options = {"mesh": mesh}
     if offload_params:
         # Sharded parameters and gradients live in CPU memory; the optimizer steps there.

@@ -90,7 +90,9 @@ class TrainerSettings:
     # Ranks of the data-parallel trainer; over N > 1 the models are sharded with FSDP2
     # (trainer/rank_group.py starts the other ranks).
     data_parallel_size: int = 1
-    strategy: str = "fsdp2"  # fsdp2 (trainer_strategy fsdp or fsdp2) or none: one rank only
+    # fsdp2 (trainer_strategy fsdp or fsdp2): shards over the ranks; ddp: whole models on every
+    # rank, gradients all-reduced; none: one rank only.
+    strategy: str = "fsdp2"
     # FSDP2's CPUOffloadPolicy: parameter and gradient shards (so the optimizer step) in CPU memory.
     param_offload: bool = False
     # Seconds a rank waits in a collective, including the other ranks' wait for rank 0's next call.

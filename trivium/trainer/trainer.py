@@ -6,7 +6,8 @@
 The loss math lives in ``trivium.algorithm``; this module only moves tensors, accumulates
 gradients over micro-batches, steps optimizers and keeps checkpoints.
 
-With ``data_parallel_size`` N > 1 the models are sharded with FSDP2 over N ranks: this
+With ``data_parallel_size`` N > 1 the models are sharded with FSDP2 over N ranks (or, with
+the ``ddp`` strategy, replicated on each, gradients all-reduced): this
 object is rank 0, which starts the others (``rank_group.py``: local processes, or Ray actors
 when Ray places the run); each rank runs its share of
 every batch's micro-batches (``data_parallel.py``) and the update equals one process's.
@@ -156,7 +157,7 @@ class Trainer(WeightSource):
             self.critic_scheduler = build_scheduler(self.critic_optimizer, **schedule)
 
     def _shard(self, *models: torch.nn.Module | None) -> None:
-        """FSDP2 over the ranks (before the optimizers are built: they hold the shards)."""
+        """FSDP2 over the ranks, or replicas for ``ddp`` (before the optimizers are built: they hold the shards)."""
         if not self.parallel.sharded:
             return
         for model in models:
@@ -165,6 +166,7 @@ class Trainer(WeightSource):
                     model,
                     device_type=self.device.type,
                     world_size=self.parallel.world_size,
+                    replicate=self.settings.strategy == "ddp",
                     offload_params=self.settings.param_offload,
                 )
 

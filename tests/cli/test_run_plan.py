@@ -115,3 +115,14 @@ def test_help_and_version(capsys):
         assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "--plugin-dir" in out and "key=value" in out and "trivium 0.1.0" in out
+
+
+def test_run_started_by_torchrun_is_refused_with_what_to_do(workdir, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "trivium.runtime.launcher", types.ModuleType("trivium.runtime.launcher"))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    config = write(workdir / "run.yaml", GOOD)
+    assert main(["run", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "one of 2 processes (WORLD_SIZE=2, RANK=1" in err and "trainer.data_parallel_size: 2" in err
+    assert not (workdir / "checkpoints").exists()

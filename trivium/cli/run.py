@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 
 from trivium.config.cli_args import add_config_arguments, add_plugin_dir_argument, print_notes
 from trivium.errors import UserError
@@ -28,6 +29,7 @@ def run_command(args: argparse.Namespace) -> int:
     from trivium.config.run_lock import run_lock
     from trivium.config.stages import use_previous_stage_weights
 
+    refuse_outside_rank_launcher()
     stages = prepare(args.config, args.overrides, mapping=args.mapping, plugin_dirs=args.plugin_dir)
     with contextlib.ExitStack() as locks:
         # One run per run directory: a second one started meanwhile is refused, naming this one.
@@ -48,6 +50,20 @@ def run_command(args: argparse.Namespace) -> int:
             if code != 0:
                 return code
     return 0
+
+
+def refuse_outside_rank_launcher() -> None:
+    """One ``trivium run`` is the whole run: it starts its own trainer ranks. Started as one of
+    several processes by torchrun (or any launcher that sets WORLD_SIZE), every copy would run
+    the whole job; say what to do instead."""
+    world_size = os.environ.get("WORLD_SIZE", "1")
+    if world_size.isdigit() and int(world_size) > 1:
+        raise UserError(
+            f"trivium run was started as one of {world_size} processes (WORLD_SIZE={world_size}, "
+            f"RANK={os.environ.get('RANK', '?')}: torchrun or a similar launcher). Start it once: it starts "
+            f"its trainer ranks itself, with trainer.data_parallel_size: {world_size} on this machine, or as "
+            "Ray actors across machines with cluster.placement: ray (docs/fsdp.md)"
+        )
 
 
 def _launcher():

@@ -9,6 +9,7 @@ import pytest
 from rich.console import Console
 
 from trivium.monitor import create_monitor
+from trivium.monitor.base import Monitor
 
 from .wandb_records import read_records
 
@@ -19,7 +20,7 @@ def quiet_console() -> Console:
     return Console(file=io.StringIO(), force_terminal=False)
 
 
-def log_two_roles(tmp_path, monitor_type, monitor_args=None):
+def log_two_roles(tmp_path, monitor_type, monitor_args=None, group=""):
     groups = {
         role: create_monitor(
             run_dir=tmp_path,
@@ -29,6 +30,7 @@ def log_two_roles(tmp_path, monitor_type, monitor_args=None):
             monitor_type=monitor_type,
             monitor_args=monitor_args or {},
             config_dict=CONFIG,
+            group=group,
             console=quiet_console(),
         )
         for role in ("explorer", "trainer")
@@ -59,6 +61,36 @@ def test_tensorboard_event_files_per_role(tmp_path):
     assert "algorithm_type: grpo" in config_text
 
 
+def test_tensorboard_group_is_a_folder_and_unknown_args_are_refused(tmp_path):
+    from trivium.errors import UserError
+
+    log_two_roles(tmp_path, "tensorboard", group="lr_sweep")
+    grouped = tmp_path / "monitor" / "tensorboard" / "lr_sweep"
+    assert sorted(path.name for path in grouped.iterdir()) == ["rising_explorer", "rising_trainer"]
+    with pytest.raises(UserError, match=r"\['flush_secs'\] not understood by the tensorboard monitor; it takes none"):
+        create_monitor(run_dir=tmp_path, project="demo", name="r", role="trainer", monitor_type="tensorboard",
+                       monitor_args={"flush_secs": 5})
+
+
+class Plain(Monitor):
+    """A plugin backend written before groups existed."""
+
+    def __init__(self, *, run_dir, project, run_name, role, monitor_args, config_dict):
+        self.run_name = run_name
+
+    def log(self, metrics, step):
+        pass
+
+
+def test_a_backend_without_groups_still_works_and_refuses_a_set_group(tmp_path):
+    from trivium.errors import UserError
+
+    kwargs = dict(run_dir=tmp_path, project="demo", name="r", role="trainer", monitor_type=f"{__name__}:Plain")
+    assert isinstance(create_monitor(**kwargs).monitors[-1], Plain)
+    with pytest.raises(UserError, match="group: the monitor type .* takes no group of runs"):
+        create_monitor(**kwargs, group="sweep")
+
+
 @pytest.mark.slow  # MLflow creates and migrates its SQLite schema: ~3-8 s on a busy 2-core machine
 def test_mlflow_local_store_in_run_dir(tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
@@ -66,7 +98,7 @@ def test_mlflow_local_store_in_run_dir(tmp_path, monkeypatch):
     from trivium.monitor.mlflow_monitor import local_tracking_uri
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    log_two_roles(tmp_path, "mlflow")
+    log_two_roles(tmp_path, "mlflow", group="lr_sweep")
     assert (tmp_path / "monitor" / "mlflow" / "mlflow.db").exists()
     client = MlflowClient(tracking_uri=local_tracking_uri(tmp_path))
     experiment = client.get_experiment_by_name("demo")
@@ -79,7 +111,7 @@ def test_mlflow_local_store_in_run_dir(tmp_path, monkeypatch):
     # '@' is not allowed in MLflow names; it becomes '_'.
     assert client.get_metric_history(explorer.info.run_id, "eval/gsm8k_4/accuracy")[0].value == 0.5
     assert explorer.data.params["algorithm.repeat_times"] == "4"
-    assert explorer.data.tags["trivium.role"] == "explorer"
+    assert explorer.data.tags["trivium.role"] == "explorer" and explorer.data.tags["trivium.group"] == "lr_sweep"
     trainer_losses = client.get_metric_history(runs["rising_trainer"].info.run_id, "actor/pg_loss")
     assert [metric.step for metric in trainer_losses] == [1, 2, 3]
 
@@ -98,10 +130,11 @@ def test_mlflow_rejects_unknown_monitor_args(tmp_path):
         )
 
 
-def test_wandb_offline_run_files(tmp_path, monkeypatch):
+@pytest.mark.parametrize(("group", "run_group"), [("", "rising"), ("lr_sweep", "lr_sweep")])
+def test_wandb_offline_run_files(tmp_path, monkeypatch, group, run_group):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
-    log_two_roles(tmp_path, "wandb", {"base_url": "http://wandb.invalid:8080"})
+    log_two_roles(tmp_path, "wandb", {"base_url": "http://wandb.invalid:8080"}, group=group)
     run_files = sorted((tmp_path / "monitor" / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(run_files) == 2
     runs = {}
@@ -116,7 +149,7 @@ def test_wandb_offline_run_files(tmp_path, monkeypatch):
         runs[run.display_name] = (run, history)
     assert set(runs) == {"rising_explorer", "rising_trainer"}
     run, history = runs["rising_explorer"]
-    assert run.project == "demo" and run.run_group == "rising" and run.job_type == "explorer"
+    assert run.project == "demo" and run.run_group == run_group and run.job_type == "explorer"
     rewards = [
         (int(row["_step"]), float(row["rollout/reward_mean"]))
         for row in history

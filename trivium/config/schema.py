@@ -725,7 +725,10 @@ class TriviumConfig:
     checkpoint_root_dir: str = opt("./checkpoints", "Root of run directories <root>/<project>/<name>/.")
     continue_from_checkpoint: bool = opt(True, "Resume from the run directory; else a used one gets a timestamp.")
     ray_namespace: Optional[str] = opt(None, "Ray namespace; <project>/<name> when unset.")
-    group: str = opt("", "Group of related runs in the monitors.", unused="set the group in monitor.monitor_args (e.g. wandb's group)")
+    group: str = opt(
+        "", "Group of related runs in the monitors: wandb's run group, the MLflow tag trivium.group, a "
+        "TensorBoard folder monitor/tensorboard/<group>/. Empty: wandb groups a run's explorer and trainer by name.",
+    )
     ignore_validator_suggestions: bool = opt(False, "Do not print configuration suggestions.")
     seed: int = opt(42, "Global random seed.")
     algorithm: AlgorithmConfig = section(AlgorithmConfig, "What is optimized and how.")

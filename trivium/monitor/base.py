@@ -8,6 +8,7 @@ and ``<name>_trainer``. Backends import their package only when chosen.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Mapping
 from numbers import Real
@@ -35,6 +36,7 @@ class Monitor:
 
 # Backends are built with keyword arguments:
 #   run_dir, project, run_name, role, monitor_args, config_dict
+# and ``group`` (the config's top-level ``group``, "" when unset) if their __init__ takes it.
 # A user plugs in another one with a dotted path, e.g. ``monitor_type: my_pkg.monitors:MyMonitor``.
 MONITOR_BACKENDS: Registry[type[Monitor]] = Registry(
     "monitor type",
@@ -121,11 +123,14 @@ def create_monitor(
     monitor_type: str = NO_BACKEND,
     monitor_args: Mapping[str, Any] | None = None,
     config_dict: Mapping[str, Any] | None = None,
+    group: str = "",
     enable_ray_timeline: bool = False,
     console: Any = None,
 ) -> MonitorGroup:
     """Build the monitors of one role (``explorer`` or ``trainer``).
 
+    ``group`` names a group of related runs for backends that take one (wandb's run group,
+    an MLflow tag, a TensorBoard folder); a backend that does not take it refuses a set one.
     ``console`` is an optional ``rich.console.Console`` (tests pass one that records);
     ``enable_ray_timeline`` writes ``<run_dir>/monitor/timeline.json`` when the group closes.
     """
@@ -140,8 +145,13 @@ def create_monitor(
         backend_type = backend_type.lower()  # built-in names are case-insensitive, dotted paths are not
     backend_class = _backend_class(backend_type) if backend_type != NO_BACKEND else None
     monitors: list[Monitor] = [ConsoleMonitor(role, console=console), MetricsFileMonitor(run_dir, role)]
-    group = MonitorGroup(monitors, run_dir=run_dir, export_timeline=enable_ray_timeline)
+    fan_out = MonitorGroup(monitors, run_dir=run_dir, export_timeline=enable_ray_timeline)
     if backend_class is not None:
+        kwargs: dict[str, Any] = {}
+        if _takes_keyword(backend_class, "group"):
+            kwargs["group"] = group
+        elif group:
+            raise UserError(f"group: the monitor type '{backend_type}' takes no group of runs; remove the top-level group key")
         try:
             backend = backend_class(
                 run_dir=run_dir,
@@ -150,13 +160,29 @@ def create_monitor(
                 role=role,
                 monitor_args=dict(monitor_args or {}),
                 config_dict=dict(config_dict) if config_dict is not None else None,
+                **kwargs,
             )
         except BaseException:
-            group.export_timeline = False
-            group.close()  # release metrics.jsonl before reporting the failure
+            fan_out.export_timeline = False
+            fan_out.close()  # release metrics.jsonl before reporting the failure
             raise
-        group.monitors.append(backend)
-    return group
+        fan_out.monitors.append(backend)
+    return fan_out
+
+
+def _takes_keyword(backend_class: type[Monitor], name: str) -> bool:
+    try:
+        return name in inspect.signature(backend_class).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def check_monitor_args(monitor_type: str, monitor_args: Mapping[str, Any], accepted: tuple[str, ...]) -> None:
+    """A backend's ``monitor_args`` are the ones it reads: any other key is an error, not ignored."""
+    unknown = sorted(set(monitor_args) - set(accepted))
+    if unknown:
+        takes = f"accepted keys: {', '.join(accepted)}" if accepted else "it takes none"
+        raise UserError(f"monitor.monitor_args: {unknown} not understood by the {monitor_type} monitor; {takes}")
 
 
 def _backend_class(monitor_type: str) -> type[Monitor]:

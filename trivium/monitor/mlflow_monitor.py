@@ -17,8 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trivium.errors import UserError
-from trivium.monitor.base import MONITOR_BACKENDS, Monitor, missing_package_error
+from trivium.monitor.base import MONITOR_BACKENDS, Monitor, check_monitor_args, missing_package_error
 
 ACCEPTED_ARGS = ("uri", "username", "password")
 MAX_METRICS_PER_BATCH = 1000  # MLflow's limit per log_batch request
@@ -45,17 +44,13 @@ class MlflowMonitor(Monitor):
         role: str,
         monitor_args: dict[str, Any],
         config_dict: dict[str, Any] | None,
+        group: str = "",
     ):
         try:
             from mlflow.tracking import MlflowClient
         except ImportError:
             raise missing_package_error("mlflow", "mlflow") from None
-        unknown = sorted(set(monitor_args) - set(ACCEPTED_ARGS))
-        if unknown:
-            raise UserError(
-                f"monitor.monitor_args: {unknown} not understood by the mlflow monitor; "
-                f"accepted keys: {', '.join(ACCEPTED_ARGS)}"
-            )
+        check_monitor_args("mlflow", monitor_args, ACCEPTED_ARGS)
         # MLflow reads credentials from the environment on every request.
         if monitor_args.get("username"):
             os.environ["MLFLOW_TRACKING_USERNAME"] = str(monitor_args["username"])
@@ -77,7 +72,11 @@ class MlflowMonitor(Monitor):
             run = self.client.create_run(
                 experiment_id,
                 run_name=run_name,
-                tags={"trivium.role": role, "trivium.experiment": run_name.removesuffix(f"_{role}")},
+                tags={
+                    "trivium.role": role,
+                    "trivium.experiment": run_name.removesuffix(f"_{role}"),
+                    **({"trivium.group": group} if group else {}),
+                },
             )
         self.run_id = run.info.run_id
         if config_dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trivium.monitor.base import MONITOR_BACKENDS, Monitor, missing_package_error
+from trivium.monitor.base import MONITOR_BACKENDS, Monitor, check_monitor_args, missing_package_error
 
 
 def tensorboard_dir(run_dir: str | Path) -> Path:
@@ -27,13 +27,16 @@ class TensorboardMonitor(Monitor):
         role: str,
         monitor_args: dict[str, Any],
         config_dict: dict[str, Any] | None,
+        group: str = "",
     ):
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
             raise missing_package_error("tensorboard", "tensorboard") from None
-        self.log_dir = tensorboard_dir(run_dir) / run_name
-        self.writer = SummaryWriter(log_dir=str(self.log_dir))  # monitor_args: none needed here
+        check_monitor_args("tensorboard", monitor_args, ())
+        # A group is a folder: `tensorboard --logdir` over it shows its runs side by side.
+        self.log_dir = tensorboard_dir(run_dir) / group / run_name if group else tensorboard_dir(run_dir) / run_name
+        self.writer = SummaryWriter(log_dir=str(self.log_dir))
         if config_dict is not None:
             import yaml
 

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from trivium.errors import UserError
-from trivium.monitor.base import MONITOR_BACKENDS, Monitor, missing_package_error
+from trivium.monitor.base import MONITOR_BACKENDS, Monitor, check_monitor_args, missing_package_error
 
 logger = logging.getLogger(__name__)
 
@@ -40,17 +39,13 @@ class WandbMonitor(Monitor):
         role: str,
         monitor_args: dict[str, Any],
         config_dict: dict[str, Any] | None,
+        group: str = "",
     ):
         try:
             import wandb
         except ImportError:
             raise missing_package_error("wandb", "wandb") from None
-        unknown = sorted(set(monitor_args) - set(ACCEPTED_ARGS))
-        if unknown:
-            raise UserError(
-                f"monitor.monitor_args: {unknown} not understood by the wandb monitor; "
-                f"accepted keys: {', '.join(ACCEPTED_ARGS)}"
-            )
+        check_monitor_args("wandb", monitor_args, ACCEPTED_ARGS)
         base_url = monitor_args.get("base_url") or os.environ.get("WANDB_BASE_URL")
         api_key = monitor_args.get("api_key") or os.environ.get("WANDB_API_KEY")
         mode = resolve_wandb_mode(monitor_args.get("mode"), api_key, base_url)
@@ -66,7 +61,7 @@ class WandbMonitor(Monitor):
             project=project,
             entity=monitor_args.get("entity"),
             name=run_name,
-            group=run_name.removesuffix(f"_{role}"),
+            group=group or run_name.removesuffix(f"_{role}"),  # explorer and trainer: one experiment
             job_type=role,
             tags=monitor_args.get("tags"),
             dir=str(directory),

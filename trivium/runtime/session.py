@@ -97,6 +97,7 @@ class RunSession:
             monitor_type=monitor.monitor_type,
             monitor_args=dict(monitor.monitor_args),
             config_dict=self.config_dict,
+            group=monitor.group,
             enable_ray_timeline=monitor.enable_ray_timeline,
             console=self.console,
         )

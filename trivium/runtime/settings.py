@@ -194,6 +194,7 @@ class MonitorSettings:
     monitor_type: str
     monitor_args: dict[str, Any]
     enable_ray_timeline: bool
+    group: str = ""  # the config's top-level group of related runs
 
 
 @dataclass(frozen=True)
@@ -271,6 +272,7 @@ def build_run_settings(config: Any) -> RunSettings:
             name=config.name,
             monitor_type=config.monitor.monitor_type,
             monitor_args=dict(config.monitor.monitor_args or {}),
+            group=config.group or "",
             enable_ray_timeline=bool(config.monitor.enable_ray_timeline),
         ),
         log=LogSettings(

@@ -47,6 +47,7 @@ CASES = [
     ("choice-monitor", {"monitor": {"monitor_type": "neptune"}}, [], ["monitor.monitor_type", "none, tensorboard, wandb, mlflow"]),
     ("choice-hf-save", {"trainer": {"save_hf_checkpoint": "sometimes"}}, [], ["trainer.save_hf_checkpoint", "last, always, never"]),
     ("choice-loss-agg", {"algorithm": {"loss_agg_mode": "mean"}}, [], ["algorithm.loss_agg_mode", "token-mean"]),
+    ("choice-optimizer", {"algorithm": {"optimizer": {"optimizer_type": "sgd"}}}, [], ["algorithm.optimizer.optimizer_type", "adamw, adam"]),
     ("choice-strategy", {"trainer": {"trainer_strategy": "deepspeed"}}, [], ["trainer.trainer_strategy", "fsdp, fsdp2"]),
     ("choice-log-level", {"log": {"level": "VERBOSE"}}, [], ["log.level", "DEBUG, INFO, WARNING, ERROR"]),
     ("choice-sample-strategy", {"algorithm": {"sample_strategy": "random"}}, [], ["algorithm.sample_strategy", "staleness_control"]),

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tests.config.conftest import patched
+from trivium.config.errors import ConfigError
 from trivium.config.load import load_config_from_dict
 from trivium.config.resolve import resolve, resolve_with_notes
 from trivium.config.validate import validate
@@ -172,6 +173,15 @@ def test_verl_trainer_alias_is_noted():
     config, notes = resolve_with_notes(load_config_from_dict(patched({"trainer": {"trainer_type": "verl"}})))
     assert config.trainer.trainer_type == "default"
     assert any(note.key == "trainer.trainer_type" for note in notes)
+
+
+def test_optimizer_clip_grad_is_the_trainer_grad_clip():
+    config, notes = resolve_with_notes(load_config_from_dict(patched({"algorithm": {"optimizer": {"clip_grad": 0.5}}})))
+    assert config.trainer.grad_clip == 0.5
+    assert any(n.key == "algorithm.optimizer.clip_grad" and "trainer.grad_clip = 0.5" in n.message for n in notes)
+    assert resolved({"trainer": {"grad_clip": 0.3}}).trainer.grad_clip == 0.3
+    with pytest.raises(ConfigError, match="0.5 disagrees with trainer.grad_clip 0.3"):
+        resolved({"algorithm": {"optimizer": {"clip_grad": 0.5}}, "trainer": {"grad_clip": 0.3}})
 
 
 def test_resolve_is_idempotent_and_does_not_mutate_its_input():

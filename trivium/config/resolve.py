@@ -19,7 +19,16 @@ from trivium.algorithm.presets import PRESETS
 from trivium.config.errors import ConfigError, Problem, Suggestion
 from trivium.config.modes import EXPLORING_MODES, TRAINING_MODES
 from trivium.config.run_dir import choose_run_name
-from trivium.config.schema import InferenceModelConfig, StorageConfig, TaskSelectorConfig, TriviumConfig
+from trivium.config.schema import (
+    InferenceModelConfig,
+    OptimizerConfig,
+    StorageConfig,
+    TaskSelectorConfig,
+    TrainerConfig,
+    TriviumConfig,
+    field_choices,
+    field_default,
+)
 from trivium.config.taskset_size import count_rows
 
 EXPERIENCE_BUFFER_NAME = "experience_buffer"
@@ -375,6 +384,7 @@ TRAINER_CONFIG_ALIASES = {
 def _fill_trainer(config: TriviumConfig, notes: list[Suggestion]) -> None:
     trainer = config.trainer
     _copy_trainer_config_aliases(config, notes)
+    _copy_optimizer_clip(config, notes)
     if trainer.trainer_type == "verl":
         trainer.trainer_type = "default"
         notes.append(Suggestion(
@@ -396,9 +406,6 @@ def _fill_trainer(config: TriviumConfig, notes: list[Suggestion]) -> None:
 
 
 def _copy_trainer_config_aliases(config: TriviumConfig, notes: list[Suggestion]) -> None:
-    from trivium.config.schema import field_choices
-    from trivium.config.schema import TrainerConfig
-
     trainer = config.trainer
     extra = trainer.trainer_config
     if not isinstance(extra, dict) and not hasattr(extra, "items"):
@@ -413,6 +420,20 @@ def _copy_trainer_config_aliases(config: TriviumConfig, notes: list[Suggestion])
             raise ConfigError(Problem(source, f"invalid value {value!r}; choose one of: {', '.join(choices)}"))
         setattr(trainer, key, type(getattr(trainer, key))(value))
         notes.append(Suggestion(source, f"read as trainer.{key} = {value!r}", "note"))
+
+
+def _copy_optimizer_clip(config: TriviumConfig, notes: list[Suggestion]) -> None:
+    """algorithm.optimizer.clip_grad (the reference's spelling) and trainer.grad_clip are one setting."""
+    clip, trainer = config.algorithm.optimizer.clip_grad, config.trainer
+    if clip == field_default(OptimizerConfig, "clip_grad") or clip == trainer.grad_clip:
+        return
+    if trainer.grad_clip != field_default(TrainerConfig, "grad_clip"):
+        raise ConfigError(Problem(
+            "algorithm.optimizer.clip_grad",
+            f"{clip} disagrees with trainer.grad_clip {trainer.grad_clip}: they are one setting; set one of them",
+        ))
+    trainer.grad_clip = clip
+    notes.append(Suggestion("algorithm.optimizer.clip_grad", f"read as trainer.grad_clip = {clip}", "note"))
 
 
 def _nested_get(mapping, path: tuple[str, ...]):

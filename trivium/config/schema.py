@@ -74,6 +74,7 @@ CONCURRENT_MODES = ["sequential", "asynchronous", "multi-threading"]
 SYNC_METHODS = ["nccl", "memory", "checkpoint"]
 SYNC_STYLES = ["fixed", "explorer_driven", "trainer_driven", "fully_async"]
 TRAINER_TYPES = ["default", "verl"]
+OPTIMIZER_TYPES = ["adamw", "adam"]
 TRAINER_STRATEGIES = ["fsdp", "fsdp2", "ddp", "megatron", "none"]
 SAVE_STRATEGIES = ["single_thread", "single_process", "single_node", "unrestricted"]
 SAVE_HF_CHOICES = ["last", "always", "never"]
@@ -105,8 +106,13 @@ class OptimizerConfig:
     lr_warmup_steps_ratio: float = opt(0.0, "Fraction of the training steps spent warming the rate up linearly.")
     lr_warmup_steps: Optional[int] = opt(None, "Warm-up steps; wins over lr_warmup_steps_ratio when set.")
     min_lr_ratio: float = opt(0.0, "Cosine schedule floor, as a fraction of lr.")
-    optimizer_type: str = opt("adamw", "Optimizer; trivium trains with AdamW.", unused="the optimizer is always AdamW")
-    clip_grad: float = opt(1.0, "Gradient norm clip of the optimizer.", unused="trainer.grad_clip is the clip trivium applies")
+    optimizer_type: str = opt(
+        "adamw", "Optimizer: AdamW (decoupled weight decay). 'adam', the reference configs' spelling, is read as "
+        "AdamW too, the optimizer veRL's actor builds.", OPTIMIZER_TYPES,
+    )
+    clip_grad: float = opt(
+        1.0, "Gradient norm clip; another spelling of trainer.grad_clip (copied there when only this one is set)."
+    )
 
 
 @dataclass
@@ -758,3 +764,7 @@ def field_choices(cls: type, name: str) -> Optional[List[Any]]:
     return cls.__dataclass_fields__[name].metadata.get("choices")
 
 
+
+
+def field_default(cls: type, name: str) -> Any:
+    return cls.__dataclass_fields__[name].default

@@ -26,6 +26,8 @@ from trivium.runtime.settings import build_run_settings
 CONSUMED_BEFORE_THE_RUNTIME = {
     "ignore_validator_suggestions": "validate() returns no suggestions",
     "algorithm.optimizer.warmup_style": "resolve() copies it to lr_scheduler_type",
+    "algorithm.optimizer.optimizer_type": "validate() allows adamw and adam, both AdamW",
+    "algorithm.optimizer.clip_grad": "resolve() copies it to trainer.grad_clip",
     "trainer.trainer_type": "resolve() reads 'verl' as the built-in trainer",
     "trainer.trainer_config": "resolve() copies its veRL paths to trainer keys; the rest is reported unused",
     "stages": "expand_stages() makes one config per stage",

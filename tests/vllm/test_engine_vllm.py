@@ -221,3 +221,23 @@ def test_options_trivium_sets_itself_or_vllm_lacks_are_refused_by_name(tiny_mode
 def test_sleep_mode_on_cpu_is_a_clear_error(tiny_model_dir):
     with pytest.raises(UserError, match="no sleep mode on this device"):
         VLLMEngine(tiny_model_dir, enable_sleep_mode=True)
+
+
+def test_rope_overrides_reach_vllm_as_they_reach_the_trainer(tiny_model_dir, trainer_model):
+    from trivium.models.rope import rope_config_overrides
+
+    overrides = rope_config_overrides(tiny_model_dir, rope_scaling=None, rope_theta=2.0)
+    overridden = load_causal_lm(tiny_model_dir, trainable=False, config_overrides=overrides)
+    engine = create_engine(
+        "vllm", model_path=tiny_model_dir, dtype="float32", seed=0, max_model_len=MAX_MODEL_LEN, enforce_eager=True,
+        rope_theta=2.0,
+    )
+    try:
+        sequences, prompt_lengths = [PROMPTS[2] + [100, 101, 102, 103, 104, 105]], [len(PROMPTS[2])]
+        (got,) = engine.compute_logprobs(sequences, prompt_lengths)
+    finally:
+        engine.close()
+    (expected,) = trainer_scores(overridden, sequences, prompt_lengths)
+    (plain,) = trainer_scores(trainer_model, sequences, prompt_lengths)
+    assert (expected - plain).abs().max().item() > 5e-3  # the override changes the model
+    assert (got - expected).abs().max().item() <= 1e-3

@@ -205,10 +205,11 @@ class ModelConfig:
         None, "LoRA adapter to train instead of the weights (at most one; see docs/lora.md); null trains all weights."
     )
     rope_scaling: Optional[Dict[str, Any]] = opt(
-        None, "RoPE scaling override for the model config.", unused="the model's own config.json is used as it is"
+        None, "RoPE scaling applied over the model's config.json, e.g. {rope_type: linear, factor: 2.0}: the "
+        "trainer and the rollout engines load the model with it, and its checkpoints keep it.",
     )
     rope_theta: Optional[float] = opt(
-        None, "RoPE theta override for the model config.", unused="the model's own config.json is used as it is"
+        None, "RoPE base frequency applied over the model's config.json, like rope_scaling.",
     )
     tinker: TinkerConfig = section(TinkerConfig, "Tinker training service.")
     external_model: ExternalModelConfig = section(ExternalModelConfig, "OpenAI-compatible API model.")

@@ -54,6 +54,9 @@ class EngineSettings:
     name: str | None = None
     # Engine options set in the config (enable_prefix_caching, ...): the engine uses or refuses each.
     options: dict[str, Any] = field(default_factory=dict)
+    # model.rope_scaling / rope_theta: the rollout model loads with them, as the trainer's does (models/rope.py)
+    rope_scaling: dict[str, Any] | None = None
+    rope_theta: float | None = None
 
     def factory_kwargs(self, index: int) -> dict[str, Any]:
         """Keyword arguments of ``create_engine`` for engine number ``index``."""
@@ -64,6 +67,11 @@ class EngineSettings:
             "max_model_len": self.max_model_len,
             **self.options,
         }
+        # Passed only when set: plugin engines need not take them otherwise.
+        if self.rope_scaling:
+            kwargs["rope_scaling"] = self.rope_scaling
+        if self.rope_theta is not None:
+            kwargs["rope_theta"] = self.rope_theta
         if self.engine_type == "external":
             kwargs.update(base_url=self.base_url, api_key=self.api_key, model_name=self.model_name)
         if self.engine_type == "hf":
@@ -445,6 +453,8 @@ def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads:
         lora=lora_settings(config),
         dtype=config.model.dtype,
         device="cuda" if config.cluster.device_type == "cuda" else "cpu",
+        rope_scaling=dict(config.model.rope_scaling) if config.model.rope_scaling else None,
+        rope_theta=None if config.model.rope_theta is None else float(config.model.rope_theta),
         cpu_threads=cpu_threads,
         data_parallel_size=int(trainer.data_parallel_size or 1),
         strategy=TRAINER_STRATEGY_NAMES[trainer.trainer_strategy],
@@ -481,6 +491,8 @@ def rollout_engine_settings(config: Any, compute_threads: int | None = None) -> 
         model_name=external.model_name if is_external else None,
         name=rollout.name,
         options=engine_options(rollout),
+        rope_scaling=dict(config.model.rope_scaling) if config.model.rope_scaling else None,
+        rope_theta=None if config.model.rope_theta is None else float(config.model.rope_theta),
     )
 
 

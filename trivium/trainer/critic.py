@@ -22,8 +22,10 @@ class CriticModel(torch.nn.Module):
         torch.nn.init.zeros_(self.value_head.bias)
 
     @classmethod
-    def from_pretrained(cls, path: str, dtype: torch.dtype = torch.float32) -> CriticModel:
-        critic = cls(AutoModel.from_pretrained(path, dtype=dtype))
+    def from_pretrained(
+        cls, path: str, dtype: torch.dtype = torch.float32, config_overrides: dict | None = None
+    ) -> CriticModel:
+        critic = cls(AutoModel.from_pretrained(path, dtype=dtype, **(config_overrides or {})))
         head = Path(path) / "value_head.safetensors"
         if head.exists():
             critic.value_head.load_state_dict(load_file(str(head)))

@@ -87,6 +87,9 @@ class TrainerSettings:
     learns_from_rollouts: bool = True
     dtype: str = "float32"
     device: str = "cpu"
+    # model.rope_scaling / model.rope_theta, applied to the models loaded from model_path (models/rope.py)
+    rope_scaling: dict[str, Any] | None = None
+    rope_theta: float | None = None
     # Ranks of the data-parallel trainer; over N > 1 the models are sharded with FSDP2
     # (trainer/rank_group.py starts the other ranks).
     data_parallel_size: int = 1

@@ -36,6 +36,7 @@ from trivium.core.experience import Experience, episode_index
 from trivium.errors import UserError
 from trivium.models.lora_delta import is_adapter_dir
 from trivium.models.model_dir import check_model_dir
+from trivium.models.rope import rope_config_overrides
 from trivium.trainer import checkpoint as ckpt
 from trivium.trainer import lora
 from trivium.trainer.critic import CriticModel
@@ -63,11 +64,15 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def load_causal_lm(path: str, dtype: str = "float32", trainable: bool = True, device: str = "cpu",
-                   key: str = "model.model_path", packed: bool = False) -> torch.nn.Module:
-    """``packed``: the model will also run packed micro-batches (trainer/packing.py)."""
+                   key: str = "model.model_path", packed: bool = False,
+                   config_overrides: dict[str, Any] | None = None) -> torch.nn.Module:
+    """``packed``: the model will also run packed micro-batches (trainer/packing.py);
+    ``config_overrides``: config attributes set over the model's config.json (models/rope.py)."""
     check_model_dir(path, key=key)
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES.get(dtype, torch.float32)).to(device)
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=DTYPES.get(dtype, torch.float32), **(config_overrides or {})
+        ).to(device)
     except (OSError, ValueError) as error:
         raise UserError(f"Cannot load the model in {key}={path!r}: {error}") from error
     model.config.use_cache = False
@@ -107,7 +112,12 @@ class Trainer(WeightSource):
 
         self.device = rank_group.device if rank_group else torch.device(settings.device)
         device = str(self.device)
-        self.actor = load_causal_lm(settings.model_path, settings.dtype, device=device, packed=settings.pack_sequences)
+        overrides = rope_config_overrides(
+            settings.model_path, rope_scaling=settings.rope_scaling, rope_theta=settings.rope_theta
+        )
+        self.actor = load_causal_lm(
+            settings.model_path, settings.dtype, device=device, packed=settings.pack_sequences, config_overrides=overrides
+        )
         if settings.lora is not None:
             self.actor = lora.wrap_with_lora(self.actor, settings.lora)
             # A new adapter's A is random: the ranks shard rank 0's, as one process would train it.
@@ -126,7 +136,10 @@ class Trainer(WeightSource):
             )
         # Under LoRA the reference is the actor with its adapter switched off: no second copy.
         self.reference = (
-            load_causal_lm(settings.model_path, settings.dtype, trainable=False, device=device, packed=settings.pack_sequences)
+            load_causal_lm(
+                settings.model_path, settings.dtype, trainable=False, device=device, packed=settings.pack_sequences,
+                config_overrides=overrides,
+            )
             if settings.loss.needs_reference and settings.lora is None
             else None
         )
@@ -146,7 +159,9 @@ class Trainer(WeightSource):
         if settings.use_critic:
             critic_key = "model.critic_model_path" if settings.critic_model_path else "model.model_path"
             critic_path = check_model_dir(settings.critic_model_path or settings.model_path, key=critic_key)
-            self.critic = CriticModel.from_pretrained(str(critic_path)).to(self.device)
+            # The rope overrides are the trained model's: a critic of its own keeps its config.
+            critic_overrides = {} if settings.critic_model_path else overrides
+            self.critic = CriticModel.from_pretrained(str(critic_path), config_overrides=critic_overrides).to(self.device)
             if settings.pack_sequences:
                 use_packed_attention(self.critic.trunk)
             self.critic.train()

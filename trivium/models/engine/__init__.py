@@ -57,6 +57,10 @@ def _create_external(model_path: str | None = None, **kwargs) -> InferenceEngine
 
     kwargs = _without_vllm_options("external", kwargs)
     kwargs.pop("trust_remote_code", None)  # the tokenizer is loaded without model code
+    if kwargs.get("rope_scaling") or kwargs.get("rope_theta") is not None:
+        raise UserError(
+            "model.rope_scaling / rope_theta: an external engine serves its own model; set RoPE on its server"
+        )
     return ExternalEngine(tokenizer_path=model_path, **kwargs)
 
 

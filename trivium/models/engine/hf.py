@@ -29,6 +29,7 @@ from trivium.models.engine.hf_decoder import HFDecoder
 from trivium.models.engine.lora_merge import AdapterMerger
 from trivium.models.lora_delta import split_update
 from trivium.models.model_dir import check_model_dir
+from trivium.models.rope import rope_config_overrides
 
 logger = logging.getLogger(__name__)
 
@@ -92,13 +93,18 @@ class HFEngine(InferenceEngine):
         device: str = "cpu",
         trust_remote_code: bool = False,
         model_path_key: str = "model.model_path",
+        rope_scaling: dict | None = None,
+        rope_theta: float | None = None,
         **kwargs,
     ) -> HFEngine:
         check_model_dir(model_path, key=model_path_key, needs_tokenizer=True)
+        overrides = rope_config_overrides(
+            model_path, rope_scaling=rope_scaling, rope_theta=rope_theta, trust_remote_code=trust_remote_code
+        )
         try:
             tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
             model = AutoModelForCausalLM.from_pretrained(
-                model_path, dtype=resolve_dtype(dtype), trust_remote_code=trust_remote_code
+                model_path, dtype=resolve_dtype(dtype), trust_remote_code=trust_remote_code, **overrides
             )
         except (OSError, ValueError) as error:
             raise UserError(f"Cannot load the model in {model_path_key}={model_path!r}: {error}") from error

@@ -39,6 +39,7 @@ from trivium.models.engine.base import (
     check_prompt_lengths,
     params_per_prompt,
 )
+from trivium.models.rope import rope_config_overrides
 
 WORKER_EXTENSION = "trivium.models.engine.vllm_extension.WeightSyncExtension"
 FORCED_TOKENS_PROCESSOR = "trivium.models.engine.vllm_forced_tokens:ForcedTokens"
@@ -46,7 +47,7 @@ FORCED_TOKENS_PROCESSOR = "trivium.models.engine.vllm_forced_tokens:ForcedTokens
 # imports vLLM's worker-side classes, so it is not imported here).
 FORCED_TOKENS_KEY = "trivium_forced_tokens"
 # Engine arguments this adapter sets itself; an engine option may not override them.
-RESERVED_OPTIONS = {"model", "tokenizer", "logprobs_mode", "worker_extension_cls", "skip_tokenizer_init"}
+RESERVED_OPTIONS = {"model", "tokenizer", "logprobs_mode", "worker_extension_cls", "skip_tokenizer_init", "hf_overrides"}
 # Engine arguments with a key of their own in explorer.rollout_model.
 ROLLOUT_MODEL_KEYS = {
     "dtype",
@@ -114,6 +115,8 @@ class VLLMEngine(InferenceEngine):
         enable_sleep_mode: bool = False,
         engine_options: Mapping[str, Any] | None = None,
         bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+        rope_scaling: Mapping[str, Any] | None = None,
+        rope_theta: float | None = None,
         **more_engine_options: Any,
     ):
         vllm = _import_vllm()
@@ -139,6 +142,8 @@ class VLLMEngine(InferenceEngine):
             logprobs_mode="raw_logprobs",
             worker_extension_cls=WORKER_EXTENSION,
             logits_processors=[*(options.pop("logits_processors", None) or []), FORCED_TOKENS_PROCESSOR],
+            # The trainer loads the model with the same overrides (models/rope.py).
+            hf_overrides=rope_config_overrides(model_path, rope_scaling=rope_scaling, rope_theta=rope_theta) or None,
             **options,
         )
         if self.max_model_len is None:

@@ -130,3 +130,27 @@ def test_non_utf8_csv_and_json_files_name_line_and_column(tmp_path, name, conten
     path.write_bytes(content)
     with pytest.raises(UserError, match=rf"Dataset 't': {path} is not UTF-8 text: {where}; save it as UTF-8"):
         TaskReader(storage("t", storage_type="file", path=str(path), format={"prompt_key": "question"}))
+
+
+def test_rows_name_their_own_workflow_and_reward_and_an_unknown_name_is_a_bad_row(tmp_path):
+    rows = (
+        b'{"question": "q0", "kind": "math", "scorer": "countdown_reward"}\n'
+        b'{"question": "q1", "kind": ""}\n'
+        b'{"question": "q2", "kind": "maths"}\n'
+        b'{"question": "q3", "scorer": "no_such_reward"}\n'
+    )
+    path = tmp_path / "tasks.jsonl"
+    path.write_bytes(rows)
+    fmt = {"prompt_key": "question", "workflow_key": "kind", "reward_fn_key": "scorer"}
+    config = storage("t", storage_type="file", path=str(path), format=fmt,
+                     default_workflow_type="simple", default_reward_fn_type="math_reward")
+    reader = TaskReader(config)
+    tasks = reader.read(10)
+    assert [(t.prompt, t.workflow, t.reward_fn) for t in tasks] == [
+        ("q0", "math", "countdown_reward"), ("q1", "simple", "math_reward"),
+    ]
+    workflow_row, reward_row = (str(bad) for bad in reader.bad_rows)
+    assert workflow_row.startswith(f"{path} line 3: 'kind' (format.workflow_key): Unknown workflow 'maths'. Did you mean 'math'?")
+    assert reward_row.startswith(f"{path} line 4: 'scorer' (format.reward_fn_key): Unknown reward function 'no_such_reward'")
+    with pytest.raises(UserError, match=r"line 3: 'kind' \(format.workflow_key\): Unknown workflow 'maths'"):
+        TaskReader(config, strict=True)

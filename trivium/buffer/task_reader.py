@@ -20,6 +20,7 @@ from typing import Any
 from trivium.buffer.base import BufferExhausted, check_batch_size, option
 from trivium.buffer.selectors import TaskSelector, build_selector
 from trivium.buffer.row_check import BadRow, row_problem
+from trivium.buffer.row_components import RowComponents
 from trivium.buffer.task_source import LoadedRows, format_dict, load_rows
 from trivium.core.task import Task
 from trivium.errors import UserError
@@ -51,6 +52,8 @@ class TaskReader:
         self.total_epochs = total_epochs
         self.total_steps = None if self.is_eval else total_steps
         self.format = format_dict(config)
+        # format.workflow_key / reward_fn_key: a row may name its own workflow and reward function
+        self.row_components = RowComponents(self.format)
         loaded = load_rows(config)
         self.rows = loaded.rows
         self.place = loaded.place  # row number -> "data/train.jsonl line 3" (or "row 3")
@@ -93,6 +96,7 @@ class TaskReader:
         usable = []
         for number, row in enumerate(self.rows):  # iterating a datasets.Dataset reads it in batches
             reason = row_problem(row, column=column, key_name=key_name, max_row_chars=max_row_chars)
+            reason = reason or self.row_components.problem(row)
             if reason is None:
                 usable.append(number)
             else:
@@ -162,9 +166,10 @@ class TaskReader:
     def _task(self, selector_index: int, position: int) -> Task:
         row_number = self.row_numbers[selector_index]
         epoch, slot = divmod(position, len(self.row_numbers))
+        raw = dict(self.rows[row_number])
         return Task(
-            raw=dict(self.rows[row_number]),
-            **self._task_defaults,
+            raw=raw,
+            **{**self._task_defaults, **self.row_components.overrides(raw)},
             taskset_name=self.name,
             # Unique per draw and stable across resumes: taskset, row, epoch, slot in the epoch.
             task_id=f"{self.name}:{row_number}:{epoch}:{slot}",

@@ -278,10 +278,11 @@ class FormatConfig:
         "(it is part of the prompt, not trained on).", unused=FORMAT_UNUSED,
     )
     workflow_key: str = opt(
-        "", "Column naming each row's workflow; the taskset's workflow where empty or missing.", unused=FORMAT_UNUSED
+        "", "Column naming each row's workflow; the taskset's workflow where empty or missing. A row naming an "
+        "unknown workflow is skipped and counted (an error with strict).",
     )
     reward_fn_key: str = opt(
-        "", "Column naming each row's reward function; the taskset's where empty or missing.", unused=FORMAT_UNUSED
+        "", "Column naming each row's reward function; the taskset's where empty or missing. Checked like workflow_key.",
     )
     enable_thinking: Optional[bool] = opt(
         None, "enable_thinking passed to the chat template for this dataset; the model's setting when unset.",

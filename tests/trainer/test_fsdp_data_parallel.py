@@ -260,3 +260,26 @@ def test_two_rank_step_with_gradient_checkpointing_matches_one_process_without(t
     assert expected["actor/grad_norm"] > 0
     assert_close_metrics(expected, got, ["actor/pg_loss", "actor/grad_norm", "actor/pg_clipfrac"])
     assert_close_weights(expected_weights, weights)
+
+
+def test_a_plugin_loss_reaches_every_rank(tiny_model_dir, tmp_path):
+    """A loss registered by a --plugin-dir file is found by the ranks this process starts too."""
+    from trivium.registry import load_plugin_dir
+
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "rank_plugin_loss.py").write_text(
+        "from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, ppo_policy_loss\n"
+        "POLICY_LOSS_FNS.register('ppo_from_a_plugin')(ppo_policy_loss)\n"
+    )
+    load_plugin_dir(plugins)
+    loss = LossSettings(policy_loss_fn="ppo_from_a_plugin", advantage_fn="grpo")
+    expected = Trainer(_grpo_seq_mean(tiny_model_dir, ppo_epochs=1, loss=loss), run_dir=tmp_path / "one").train_step(
+        make_experiences(seed=0)
+    )
+    sharded = Trainer(_grpo_seq_mean(tiny_model_dir, ppo_epochs=1, loss=loss, data_parallel_size=2), run_dir=tmp_path / "two")
+    try:
+        got = sharded.train_step(make_experiences(seed=0))
+    finally:
+        sharded.close()
+    assert_close_metrics(expected, got, ["actor/pg_loss", "actor/grad_norm"])

@@ -766,7 +766,5 @@ def field_choices(cls: type, name: str) -> Optional[List[Any]]:
     return cls.__dataclass_fields__[name].metadata.get("choices")
 
 
-
-
 def field_default(cls: type, name: str) -> Any:
     return cls.__dataclass_fields__[name].default

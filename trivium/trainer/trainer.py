@@ -37,6 +37,7 @@ from trivium.errors import UserError
 from trivium.models.lora_delta import is_adapter_dir
 from trivium.models.model_dir import check_model_dir
 from trivium.models.rope import rope_config_overrides
+from trivium.registry import load_plugin_dir, loaded_plugin_dirs
 from trivium.trainer import checkpoint as ckpt
 from trivium.trainer import lora
 from trivium.trainer.critic import CriticModel
@@ -629,13 +630,17 @@ def start_ranks(settings: TrainerSettings, *, run_dir: str | Path, pad_token_id:
         device_type="cuda" if settings.device.startswith("cuda") else "cpu",
         timeout=settings.collective_timeout,
         follower=follow_as_trainer,
-        follower_args=(settings, str(run_dir), pad_token_id),
+        # The run's plugins (losses, advantages, ...) are imported in every rank's process.
+        follower_args=(settings, str(run_dir), pad_token_id, loaded_plugin_dirs()),
         launcher=launcher,
     )
 
 
-def follow_as_trainer(group: RankGroup, settings: TrainerSettings, run_dir: str, pad_token_id: int) -> None:
+def follow_as_trainer(group: RankGroup, settings: TrainerSettings, run_dir: str, pad_token_id: int,
+                      plugin_dirs: tuple[str, ...] = ()) -> None:
     """Ranks 1..N-1: build the same trainer, then run what rank 0 runs until it closes the group."""
+    for directory in plugin_dirs:
+        load_plugin_dir(directory)
     if settings.cpu_threads:
         torch.set_num_threads(settings.cpu_threads)
     trainer = Trainer(settings, run_dir=run_dir, pad_token_id=pad_token_id, rank_group=group)

@@ -117,12 +117,12 @@ def test_help_and_version(capsys):
     assert "--plugin-dir" in out and "key=value" in out and "trivium 0.1.0" in out
 
 
-def test_run_started_by_torchrun_is_refused_with_what_to_do(workdir, monkeypatch, capsys):
+def test_rank_zero_under_torchrun_refuses_more_trainer_ranks_than_processes(workdir, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "trivium.runtime.launcher", types.ModuleType("trivium.runtime.launcher"))
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    monkeypatch.setenv("RANK", "1")
-    config = write(workdir / "run.yaml", GOOD)
+    for name, value in {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                        "MASTER_PORT": "29999"}.items():
+        monkeypatch.setenv(name, value)
+    config = write(workdir / "run.yaml", {**GOOD, "trainer": {"trainer_strategy": "fsdp2", "data_parallel_size": 4}})
     assert main(["run", "--config", str(config)]) == 2
-    err = capsys.readouterr().err
-    assert "one of 2 processes (WORLD_SIZE=2, RANK=1" in err and "trainer.data_parallel_size: 2" in err
+    assert "trainer.data_parallel_size is 4 but torchrun started 2 processes" in capsys.readouterr().err
     assert not (workdir / "checkpoints").exists()

@@ -29,9 +29,13 @@ def run_command(args: argparse.Namespace) -> int:
     from trivium.config.run_lock import run_lock
     from trivium.config.stages import use_previous_stage_weights
 
-    refuse_outside_rank_launcher()
+    world = _launched_world()
+    if world is not None and world.rank != 0:
+        return _wait_as_trainer_rank(world, args.plugin_dir)
     stages = prepare(args.config, args.overrides, mapping=args.mapping, plugin_dirs=args.plugin_dir)
     with contextlib.ExitStack() as locks:
+        if world is not None:
+            locks.enter_context(_lead_trainer_ranks(world, [stage.config for stage in stages]))
         # One run per run directory: a second one started meanwhile is refused, naming this one.
         for stage in stages:
             locks.enter_context(run_lock(stage.config.checkpoint_job_dir))
@@ -52,18 +56,53 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def refuse_outside_rank_launcher() -> None:
-    """One ``trivium run`` is the whole run: it starts its own trainer ranks. Started as one of
-    several processes by torchrun (or any launcher that sets WORLD_SIZE), every copy would run
-    the whole job; say what to do instead."""
-    world_size = os.environ.get("WORLD_SIZE", "1")
-    if world_size.isdigit() and int(world_size) > 1:
-        raise UserError(
-            f"trivium run was started as one of {world_size} processes (WORLD_SIZE={world_size}, "
-            f"RANK={os.environ.get('RANK', '?')}: torchrun or a similar launcher). Start it once: it starts "
-            f"its trainer ranks itself, with trainer.data_parallel_size: {world_size} on this machine, or as "
-            "Ray actors across machines with cluster.placement: ray (docs/fsdp.md)"
-        )
+# ---------------------------------------------------------------- started by torchrun (docs/fsdp.md)
+
+
+def _launched_world():
+    """This process's place among several that torchrun started; None when started alone."""
+    if os.environ.get("WORLD_SIZE", "1") in ("", "1"):
+        return None  # torch.distributed is not imported for the usual, single-process run
+    from trivium.trainer.torchrun_ranks import LaunchedWorld
+
+    return LaunchedWorld.from_environment()
+
+
+def _wait_as_trainer_rank(world, plugin_dirs: list[str] | None) -> int:
+    """Ranks 1..N-1 of a torchrun launch: serve rank 0's trainers, then exit."""
+    from trivium.registry import load_plugin_dir
+    from trivium.trainer.torchrun_ranks import open_store, serve_as_rank
+
+    for directory in plugin_dirs or ():
+        load_plugin_dir(directory)
+    serve_as_rank(world, open_store(world))
+    return 0
+
+
+@contextlib.contextmanager
+def _lead_trainer_ranks(world, configs: list):
+    """Rank 0 of a torchrun launch: its trainers' other ranks are the launched processes."""
+    from trivium.trainer.rank_group import ranks_started_by
+    from trivium.trainer.torchrun_ranks import TorchrunRanks, open_store
+
+    for config in configs:
+        where = f"stage '{config.stage_name}': " if config.stage_name else ""
+        if config.cluster.uses_ray:
+            raise UserError(
+                f"{where}cluster.placement: ray places the trainer's ranks as Ray actors; under torchrun they are "
+                "its processes. Use placement: process, or start the run once, without torchrun"
+            )
+        ranks = int(config.trainer.data_parallel_size or 1)
+        if ranks > world.world_size:
+            raise UserError(
+                f"{where}trainer.data_parallel_size is {ranks} but torchrun started {world.world_size} processes"
+            )
+    launcher = TorchrunRanks(world, open_store(world))
+    try:
+        with ranks_started_by(launcher):
+            yield
+    finally:
+        launcher.release_all()
 
 
 def _launcher():

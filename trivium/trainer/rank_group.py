@@ -3,7 +3,8 @@
 Rank 0 is the trainer the rest of the runtime talks to. It starts ranks 1..N-1 through a
 ``RankLauncher``: processes of this machine (``LocalProcesses``, ``torch.multiprocessing``
 spawn) by default, Ray actors in the run's placement group when Ray places the run
-(``runtime/ray_trainer_ranks.py``). Each rank builds the same ``Trainer`` and then follows
+(``runtime/ray_trainer_ranks.py``), or the processes torchrun started
+(``trainer/torchrun_ranks.py``, installed with ``ranks_started_by``). Each rank builds the same ``Trainer`` and then follows
 rank 0: every trainer method marked ``@on_every_rank`` that rank 0 runs is first announced to
 the others (its name and arguments, broadcast in the trainer's process group), so all ranks
 enter the same collectives in the same order. Locally the rendezvous address comes from
@@ -20,7 +21,8 @@ import logging
 import os
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -101,6 +103,20 @@ class LocalProcesses(RankLauncher):
                 process.kill()
 
 
+_installed_launcher: RankLauncher | None = None
+
+
+@contextmanager
+def ranks_started_by(launcher: RankLauncher) -> Iterator[None]:
+    """Trainers built meanwhile without a launcher of their own start their ranks with ``launcher``."""
+    global _installed_launcher
+    previous, _installed_launcher = _installed_launcher, launcher
+    try:
+        yield
+    finally:
+        _installed_launcher = previous
+
+
 class RankGroup:
     """This process's place among the trainer's ranks; rank 0 also owns the others' launcher."""
 
@@ -128,7 +144,7 @@ class RankGroup:
     def start(cls, *, world_size: int, device_type: str, timeout: float, follower: Callable[..., None],
               follower_args: tuple, launcher: RankLauncher | None = None) -> RankGroup:
         """Rank 0: start ranks 1..N-1 running ``follower(group, *follower_args)`` and join them."""
-        launcher = launcher or LocalProcesses()
+        launcher = launcher or _installed_launcher or LocalProcesses()
         address = launcher.rendezvous_address()
         rendezvous = Rendezvous(address, launcher.rendezvous_port(address), world_size, device_type, timeout)
         handles: list[Any] = []
@@ -204,12 +220,14 @@ def follow(target: Any, group: RankGroup) -> None:
 def _join(rank: int, device_index: int, rendezvous: Rendezvous) -> None:
     if rendezvous.device_type == "cuda":
         torch.cuda.set_device(device_index)
+    timeout = timedelta(seconds=rendezvous.timeout)
+    # The group's own store, hosted by rank 0. (A tcp:// init_method would look for torchrun's
+    # agent store at this address instead when the process runs under torchrun.)
+    store = dist.TCPStore(
+        rendezvous.address, rendezvous.port, rendezvous.world_size, is_master=rank == 0, timeout=timeout
+    )
     dist.init_process_group(
-        backend_for(rendezvous.device_type),
-        init_method=f"tcp://{rendezvous.address}:{rendezvous.port}",
-        rank=rank,
-        world_size=rendezvous.world_size,
-        timeout=timedelta(seconds=rendezvous.timeout),
+        backend_for(rendezvous.device_type), store=store, rank=rank, world_size=rendezvous.world_size, timeout=timeout
     )
 
 

@@ -38,7 +38,7 @@ def plan(tmp_path, extra: dict):
 def test_set_unused_keys_are_listed_with_the_reason(tmp_path):
     stage = plan(tmp_path, {"trainer.enable_preview": True, "explorer.rollout_model.enable_prefix_caching": True})
     unused = {note.key: note.message for note in stage.notes if note.kind == "unused"}
-    assert "there is no web UI" in unused["trainer.enable_preview"]
+    assert "trivium studio shows every run" in unused["trainer.enable_preview"]
     assert "hf engine ignores" in unused["explorer.rollout_model.enable_prefix_caching"]
     assert stage.config.trainer.enable_preview is True  # stored, not dropped
 

@@ -636,7 +636,7 @@ class TrainerConfig:
         "share_prompt_forward): each is copied to the trainer key of the same meaning; any other "
         "entry is reported by `trivium plan` as unused.",
     )
-    enable_preview: bool = opt(False, "Preview trainer outputs in Trinity-RFT's web UI.", unused="there is no web UI")
+    enable_preview: bool = opt(False, "Preview trainer outputs in Trinity-RFT's web UI.", unused="trivium studio shows every run's experiences without it")
     fix_actor_microbatch_loss_scale: bool = opt(
         False, "Scale micro-batch losses by their share of the batch.", unused="micro-batch losses are always scaled exactly"
     )

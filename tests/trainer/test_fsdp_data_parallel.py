@@ -262,9 +262,12 @@ def test_two_rank_step_with_gradient_checkpointing_matches_one_process_without(t
     assert_close_weights(expected_weights, weights)
 
 
-def test_a_plugin_loss_reaches_every_rank(tiny_model_dir, tmp_path):
+def test_a_plugin_loss_reaches_every_rank(tiny_model_dir, tmp_path, monkeypatch):
     """A loss registered by a --plugin-dir file is found by the ranks this process starts too."""
+    from trivium import registry
     from trivium.registry import load_plugin_dir
+
+    monkeypatch.setattr(registry, "_plugin_dirs", list(registry._plugin_dirs))  # later tests load no plugins
 
     plugins = tmp_path / "plugins"
     plugins.mkdir()

@@ -174,3 +174,22 @@ def test_invalid_limits_are_user_errors(engine):
         ModelWrapper(engine, max_response_tokens=4, min_response_tokens=5)
     with pytest.raises(UserError, match="max_response_tokens or model.max_model_len"):
         ModelWrapper(engine)
+
+
+def test_a_conversation_keeps_the_thinking_setting_it_started_with(engine):
+    wrapper = make_wrapper(engine)
+    (first,) = wrapper.chat(MESSAGES, max_tokens=2, enable_thinking=False)
+    assert first.prompt_text.endswith("<think>\n\n</think>\n\n")
+    history = MESSAGES + [{"role": "assistant", "content": first.response_text}, {"role": "user", "content": "Why?"}]
+    (second,) = wrapper.chat(history, max_tokens=2)  # continued: rendered as it started
+    assert torch.equal(second.tokens[: first.tokens.numel()], first.tokens)
+    assert engine.tokenizer.decode(second.tokens).count("<think>\n\n</think>") == 2
+    (fresh,) = wrapper.chat(MESSAGES, max_tokens=2)
+    assert "<think>" not in fresh.prompt_text  # the wrapper's own setting is unchanged
+
+
+def test_a_workflow_view_renders_with_its_taskset_thinking_setting(engine):
+    wrapper = make_wrapper(engine)
+    (thinking_off,) = wrapper.for_workflow(enable_thinking=False).chat(MESSAGES, max_tokens=2)
+    assert thinking_off.prompt_text.endswith("<think>\n\n</think>\n\n")
+    assert "<think>" not in wrapper.for_workflow().chat(MESSAGES, max_tokens=2)[0].prompt_text

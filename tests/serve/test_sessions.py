@@ -239,3 +239,17 @@ def test_a_continuing_turn_replaces_the_branch_it_extends():
     session.record(experience([1, 2, 4]))  # a sibling: both kept
     session.record(experience([1, 2, 3, 9, 5]))  # continues the first
     assert [b.tokens.tolist() for b in session.branches] == [[1, 2, 4], [1, 2, 3, 9, 5]]
+
+
+def test_chat_template_kwargs_other_than_enable_thinking_are_refused(openai_client, fresh):
+    def ask(template_kwargs):
+        return openai_client.chat.completions.create(
+            model="policy", messages=QUESTION, max_tokens=4, extra_headers={SESSION_HEADER: "template-kwargs"},
+            extra_body={"chat_template_kwargs": template_kwargs},
+        )
+
+    with pytest.raises(openai.BadRequestError, match=r"\['add_vision_id'\] are not supported; only enable_thinking is"):
+        ask({"add_vision_id": True})
+    with pytest.raises(openai.BadRequestError, match="enable_thinking` must be true or false"):
+        ask({"enable_thinking": "no"})
+    assert ask({"enable_thinking": False}).choices[0].message.content is not None

@@ -285,8 +285,8 @@ class FormatConfig:
         "", "Column naming each row's reward function; the taskset's where empty or missing. Checked like workflow_key.",
     )
     enable_thinking: Optional[bool] = opt(
-        None, "enable_thinking passed to the chat template for this dataset; the model's setting when unset.",
-        unused=FORMAT_UNUSED,
+        None, "enable_thinking passed to the chat template for this dataset's prompts (every workflow's calls to "
+        "the policy, and its agents' HTTP sessions); the model's setting when unset.",
     )
     image_key: Optional[str] = opt(
         None, "Column with images.", unsupported="multimodal inputs are not supported: engines and trainer take text only"

@@ -43,13 +43,14 @@ class WorkflowSessions:
         return session_id
 
     def chat(
-        self, session_id: str, messages: list[dict], *, tools: list[dict] | None, n: int, rollout_args: dict[str, Any]
+        self, session_id: str, messages: list[dict], *, tools: list[dict] | None, n: int, rollout_args: dict[str, Any],
+        enable_thinking: bool | None = None,
     ) -> list[ServedTurn]:
         with self._lock:
             view = self._views.get(session_id)
         if view is None:
             raise SessionNotFound(f"no running workflow has session {session_id!r}; it ended, or the id is wrong")
-        turns = view.chat_turns(messages, n, tools=tools, **rollout_args)
+        turns = view.chat_turns(messages, n, tools=tools, enable_thinking=enable_thinking, **rollout_args)
         return [served_turn(experience, message) for experience, message in turns]
 
     def open_sessions(self) -> int:

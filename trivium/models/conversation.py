@@ -94,6 +94,8 @@ class Conversation:
     # recorded experience is replaced by its continuation.
     turn_id: str | None = None
     previous_turn_id: str | None = None
+    # How its turns are rendered (template, thinking); None: the wrapper's
+    renderer: Renderer | None = None
 
     @classmethod
     def start(
@@ -104,8 +106,10 @@ class Conversation:
         ids: list[int],
         text: str,
         prompt_truncated: bool,
+        renderer: Renderer | None = None,
     ) -> Conversation:
         return cls(
+            renderer=renderer,
             messages=[dict(m) for m in messages],
             visible_messages=[dict(m) for m in messages],
             tools=tools,

@@ -117,6 +117,22 @@ def _refuse_streaming(body: dict[str, Any]) -> None:
         raise BadRequest("streaming is not supported by this server; send stream=false")
 
 
+def template_options(body: dict[str, Any]) -> dict[str, Any]:
+    """A request's ``chat_template_kwargs``: ``enable_thinking`` reaches the chat template; other keys are refused."""
+    kwargs = body.get("chat_template_kwargs") or {}
+    if not isinstance(kwargs, dict):
+        raise BadRequest("`chat_template_kwargs` must be an object")
+    unknown = sorted(set(kwargs) - {"enable_thinking"})
+    if unknown:
+        raise BadRequest(f"`chat_template_kwargs` {unknown} are not supported; only enable_thinking is")
+    enable_thinking = kwargs.get("enable_thinking")
+    if enable_thinking is None:
+        return {}
+    if not isinstance(enable_thinking, bool):
+        raise BadRequest(f"`chat_template_kwargs.enable_thinking` must be true or false, got {enable_thinking!r}")
+    return {"enable_thinking": enable_thinking}
+
+
 def session_rollout_args(body: dict[str, Any]) -> dict[str, Any]:
     """The sampling keys of a recorded chat request, as the model wrapper's rollout arguments."""
     if body.get("stop") or body.get("stop_token_ids"):
@@ -245,12 +261,8 @@ class EngineService:
         check_messages(messages)
         if session_id is not None:
             return self._session_chat(body, session_id)
-        template_kwargs = body.get("chat_template_kwargs") or {}
-        if not isinstance(template_kwargs, dict):
-            raise BadRequest("`chat_template_kwargs` must be an object")
         try:
-            text = render_chat(self.tokenizer, messages, tools=body.get("tools"),
-                               enable_thinking=template_kwargs.get("enable_thinking"))
+            text = render_chat(self.tokenizer, messages, tools=body.get("tools"), **template_options(body))
         except UserError:
             raise
         except Exception as error:  # the chat template (Jinja) failed on this request's content
@@ -293,7 +305,7 @@ class EngineService:
             raise BadRequest(f"`n` must be a positive integer, got {n!r}")
         check_samples(prompts=1, n=n, limits=self.limits)
         turns = self.sessions.chat(session_id, body["messages"], tools=body.get("tools"), n=n,
-                                   rollout_args=session_rollout_args(body))
+                                   rollout_args=session_rollout_args(body), **template_options(body))
         choices = []
         for index, turn in enumerate(turns):
             message = {"role": "assistant", "content": turn.content}

@@ -29,13 +29,7 @@ import torch
 
 from trivium.core.experience import Experience
 from trivium.errors import UserError
-from trivium.models.chat import (
-    encode_chat_prompt,
-    encode_text_prompt,
-    fit_prompt,
-    load_chat_template,
-    render_chat,
-)
+from trivium.models.chat import encode_text_prompt, fit_prompt, load_chat_template
 from trivium.models.conversation import Conversation, Renderer, conversation_key
 from trivium.models.engine.base import GenerationOutput, InferenceEngine, SamplingParams
 from trivium.models.engine.batcher import RequestBatcher
@@ -135,26 +129,39 @@ class ModelWrapper:
     def template_drift_events(self) -> int:
         return self._drift["events"]
 
-    def for_workflow(self) -> ModelWrapper:
+    def for_workflow(self, *, enable_thinking: bool | None = None) -> ModelWrapper:
         """A view of this wrapper for one workflow: the same engine, batches and remembered
         conversations, but a history of its own, so ``extract_experience_from_history`` returns
-        only what that workflow sampled while other workflows share the engine."""
+        only what that workflow sampled while other workflows share the engine.
+
+        ``enable_thinking``: the task's taskset setting (``format.enable_thinking``), the view's
+        default instead of the model's.
+        """
         view = copy.copy(self)
         view._history = {}
         view._history_lock = threading.Lock()
+        if enable_thinking is not None:
+            view.enable_thinking = enable_thinking
+            view.renderer = self._renderer(enable_thinking)
         return view
 
     def chat(
-        self, messages: list[dict], n: int = 1, *, tools: list[dict] | None = None, **rollout_args
+        self, messages: list[dict], n: int = 1, *, tools: list[dict] | None = None,
+        enable_thinking: bool | None = None, **rollout_args,
     ) -> list[Experience]:
-        """``n`` sampled replies to ``messages``; a conversation sent back continues token-exactly."""
-        return [e for e, _ in self.chat_turns(messages, n, tools=tools, **rollout_args)]
+        """``n`` sampled replies to ``messages``; a conversation sent back continues token-exactly.
+
+        ``enable_thinking`` (for templates that read it) overrides the wrapper's for a new
+        conversation; a continued one keeps the setting it started with.
+        """
+        return [e for e, _ in self.chat_turns(messages, n, tools=tools, enable_thinking=enable_thinking, **rollout_args)]
 
     def chat_turns(
-        self, messages: list[dict], n: int = 1, *, tools: list[dict] | None = None, **rollout_args
+        self, messages: list[dict], n: int = 1, *, tools: list[dict] | None = None,
+        enable_thinking: bool | None = None, **rollout_args,
     ) -> list[tuple[Experience, dict]]:
         """Like ``chat``, each experience with the reply as an OpenAI-style assistant message."""
-        conversation, request = self._turn_request(messages, tools, n, rollout_args)
+        conversation, request = self._turn_request(messages, tools, n, rollout_args, enable_thinking)
         if request is None:
             return self._ended(conversation, n)
         outputs = self._wait(self._batcher.submit([request["ids"]], [request["params"]]))[0]
@@ -168,15 +175,17 @@ class ModelWrapper:
         return self._finish(requests, self._wait(self._batcher.submit(*self._engine_inputs(requests))))
 
     async def chat_async(
-        self, messages: list[dict], n: int = 1, *, tools: list[dict] | None = None, **rollout_args
+        self, messages: list[dict], n: int = 1, *, tools: list[dict] | None = None,
+        enable_thinking: bool | None = None, **rollout_args,
     ) -> list[Experience]:
-        turns = await self.chat_turns_async(messages, n, tools=tools, **rollout_args)
+        turns = await self.chat_turns_async(messages, n, tools=tools, enable_thinking=enable_thinking, **rollout_args)
         return [e for e, _ in turns]
 
     async def chat_turns_async(
-        self, messages: list[dict], n: int = 1, *, tools: list[dict] | None = None, **rollout_args
+        self, messages: list[dict], n: int = 1, *, tools: list[dict] | None = None,
+        enable_thinking: bool | None = None, **rollout_args,
     ) -> list[tuple[Experience, dict]]:
-        conversation, request = self._turn_request(messages, tools, n, rollout_args)
+        conversation, request = self._turn_request(messages, tools, n, rollout_args, enable_thinking)
         if request is None:
             return self._ended(conversation, n)
         outputs = (await self._wait_async(self._batcher.submit([request["ids"]], [request["params"]])))[0]
@@ -260,7 +269,9 @@ class ModelWrapper:
             raise UserError(f"Unknown rollout argument(s) {sorted(unknown)}; valid: {list(ROLLOUT_ARG_KEYS)}")
         return {key: value for key, value in args.items() if value is not None}
 
-    def _conversation_for(self, messages: list[dict], tools: list[dict] | None) -> Conversation:
+    def _conversation_for(
+        self, messages: list[dict], tools: list[dict] | None, enable_thinking: bool | None = None
+    ) -> Conversation:
         """The remembered conversation ``messages`` continue, grown by the new messages; else a new one."""
         if not messages:
             raise UserError("chat() needs at least one message")
@@ -275,18 +286,13 @@ class ModelWrapper:
             else:
                 known = None
         if known is None:
-            text = render_chat(
-                self.tokenizer,
-                messages,
-                chat_template=self.chat_template,
-                enable_thinking=self.enable_thinking,
-                tools=tools,
-            )
-            ids = encode_chat_prompt(self.tokenizer, text)
+            renderer = self._renderer(enable_thinking)
+            text = renderer.text(messages, tools)
             return Conversation.start(
-                messages=messages, tools=tools, ids=ids, text=text, prompt_truncated=False
+                messages=messages, tools=tools, ids=renderer.ids(text), text=text, prompt_truncated=False,
+                renderer=renderer,
             )
-        grown = known.with_environment(messages[end:], self.renderer)
+        grown = known.with_environment(messages[end:], known.renderer or self.renderer)
         self._note_drift(known, grown)
         if self.max_model_len is not None and len(grown.tokens) >= self.max_model_len:
             ended = known.fork()  # the environment's reply does not fit: the episode ends here
@@ -294,8 +300,13 @@ class ModelWrapper:
             return ended
         return grown
 
-    def _turn_request(self, messages, tools, n, rollout_args) -> tuple[Conversation, dict | None]:
-        conversation = self._conversation_for(messages, tools)
+    def _renderer(self, enable_thinking: bool | None) -> Renderer:
+        if enable_thinking is None or enable_thinking == self.enable_thinking:
+            return self.renderer
+        return Renderer(self.tokenizer, self.chat_template, enable_thinking)
+
+    def _turn_request(self, messages, tools, n, rollout_args, enable_thinking=None) -> tuple[Conversation, dict | None]:
+        conversation = self._conversation_for(messages, tools, enable_thinking)
         if conversation.truncated:
             return conversation, None
         if conversation.model_turns == 0:  # the first turn: the usual prompt limits apply

@@ -96,16 +96,17 @@ def build_runner_pool(
     for wrapper in [*wrappers, *auxiliary]:
         wrapper.share_busy_clients(busy)
 
-    def view(wrapper: Any) -> Any:
+    def view(wrapper: Any, **options: Any) -> Any:
         # Each workflow has its own history (and, with enable_openai_api, its own session URL).
-        own = wrapper.for_workflow()
+        own = wrapper.for_workflow(**options)
         return workflow_api.bind(wrapper, own) if workflow_api is not None else own
 
     def make_workflow(task, runner_id: int):
         workflow_class = WORKFLOWS.get(task.workflow)
         return workflow_class(
             task=task,
-            model=view(wrappers[runner_id % len(wrappers)]),
+            # The taskset's format.enable_thinking renders the policy's prompts of its tasks.
+            model=view(wrappers[runner_id % len(wrappers)], enable_thinking=task.format.get("enable_thinking")),
             auxiliary_models=[view(wrapper) for wrapper in auxiliary],
             logger=loggers[runner_id % len(loggers)],
         )

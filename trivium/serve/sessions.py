@@ -133,7 +133,8 @@ class SessionRecorder:
 
     # ------------------------------------------------------------------ chat
     def chat(
-        self, session_id: str, messages: list[dict], *, tools: list[dict] | None, n: int, rollout_args: dict[str, Any]
+        self, session_id: str, messages: list[dict], *, tools: list[dict] | None, n: int, rollout_args: dict[str, Any],
+        enable_thinking: bool | None = None,
     ) -> list[ServedTurn]:
         """Sample ``n`` replies for ``session_id`` and record them."""
         check_session_id(session_id)
@@ -141,7 +142,7 @@ class SessionRecorder:
             self._refuse_if_final(session_id)
             session = self._sessions.get(session_id)
             wrapper = session.wrapper if session is not None else self._pick_wrapper()
-        turns = wrapper.chat_turns(messages, n, tools=tools, **rollout_args)
+        turns = wrapper.chat_turns(messages, n, tools=tools, enable_thinking=enable_thinking, **rollout_args)
         with self._lock:
             self._refuse_if_final(session_id)
             session = self._sessions.setdefault(session_id, Session(session_id, wrapper))

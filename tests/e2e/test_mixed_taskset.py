@@ -1,4 +1,5 @@
-"""A taskset whose rows name their own workflow, rendered with the taskset's enable_thinking."""
+"""A taskset whose rows name their own workflow, rendered with the taskset's chat settings
+(enable_thinking, reply_prefix)."""
 
 import json
 import textwrap
@@ -38,7 +39,7 @@ TEMPLATE = (
 
 
 @pytest.mark.slow
-def test_rows_run_their_own_workflow_and_the_taskset_thinking_setting_reaches_the_prompt(assets, tmp_path):
+def test_rows_run_their_own_workflow_and_the_taskset_chat_settings_reach_the_prompt(assets, tmp_path):
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     (plugins / "tagged.py").write_text(TAGGED_WORKFLOW)
@@ -50,7 +51,7 @@ def test_rows_run_their_own_workflow_and_the_taskset_thinking_setting_reaches_th
     config["model"]["custom_chat_template"] = TEMPLATE
     taskset = config["buffer"]["explorer_input"]["taskset"]
     taskset.update(path=str(data), split="train", task_selector={"selector_type": "sequential"})
-    taskset["format"].update(workflow_key="kind", enable_thinking=False)
+    taskset["format"].update(workflow_key="kind", enable_thinking=False, reply_prefix="Answer:")
     config["buffer"]["trainer_input"]["experience_buffer"] = {"name": "explored", "storage_type": "sql", "path": str(db)}
     assert main(["run", "--config", write_config(tmp_path, config), "--plugin-dir", str(plugins)]) == 0
 
@@ -60,4 +61,5 @@ def test_rows_run_their_own_workflow_and_the_taskset_thinking_setting_reaches_th
         question = experience.prompt_text.split("user: ")[1].split("\n")[0]
         odd = int(question.split(" + ")[0]) % 2 == 1
         assert (experience.info.get("ran") == "tagged") == odd
-        assert experience.prompt_text.endswith("assistant: <no-think> ")
+        assert experience.prompt_text.endswith("assistant: <no-think> Answer:")
+        assert not experience.response_text.startswith("Answer:")  # the reply is what the model sampled

@@ -193,3 +193,23 @@ def test_a_workflow_view_renders_with_its_taskset_thinking_setting(engine):
     (thinking_off,) = wrapper.for_workflow(enable_thinking=False).chat(MESSAGES, max_tokens=2)
     assert thinking_off.prompt_text.endswith("<think>\n\n</think>\n\n")
     assert "<think>" not in wrapper.for_workflow().chat(MESSAGES, max_tokens=2)[0].prompt_text
+
+
+def test_a_reply_prefix_opens_every_reply_as_prompt_tokens(engine):
+    view = make_wrapper(engine).for_workflow(reply_prefix="Sure:")
+    (first,) = view.chat(MESSAGES, max_tokens=2)
+    assert first.prompt_text.endswith("<|im_start|>assistant\nSure:")
+    assert engine.tokenizer.decode(first.tokens[: first.prompt_length]).endswith("Sure:")
+    history = MESSAGES + [{"role": "assistant", "content": first.response_text}, {"role": "user", "content": "Why?"}]
+    (second,) = view.chat(history, max_tokens=2)
+    # Continued token-exactly; the template saw the first reply whole, and the second starts with the prefix too.
+    assert torch.equal(second.tokens[: first.tokens.numel()], first.tokens)
+    text = engine.tokenizer.decode(second.tokens)
+    assert text.count("assistant\nSure:") == 2 and f"Sure:{first.response_text}<|im_end|>" in text
+    # Right before the second reply's sampled (trained) tokens: the prefix's ids, not trained.
+    prefix_ids = engine.tokenizer("Sure:", add_special_tokens=False)["input_ids"]
+    mask = second.action_mask.tolist()
+    sampled = len(mask) - max(i for i, trained in enumerate(mask) if not trained) - 1
+    before = len(second.tokens) - sampled
+    assert second.tokens[before - len(prefix_ids) : before].tolist() == prefix_ids
+    assert mask[len(mask) - sampled - len(prefix_ids) : len(mask) - sampled] == [False] * len(prefix_ids)

@@ -87,7 +87,6 @@ LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 # Why some keys of Trinity-RFT's configuration are accepted but not acted on.
 PLACEMENT = "a device count Trinity-RFT derives for Ray; trivium derives its own device split"
 ENGINE_PLACEMENT = "placement detail of Trinity-RFT's Ray engines"
-FORMAT_UNUSED = "the built-in workflows do not read it yet"
 SERVE = "trivium's serve mode runs its engine in the run's own process, so it has no engine supervision"
 
 
@@ -274,8 +273,9 @@ class FormatConfig:
     enable_concatenated_multi_turn: bool = opt(False, "Train on every assistant turn of a dialogue (SFT).")
     chat_template: Optional[str] = opt(None, "Chat template for this dataset; model.custom_chat_template when unset.")
     reply_prefix: Optional[str] = opt(
-        None, "Text every reply starts with: appended to the chat prompt, so the model continues after it "
-        "(it is part of the prompt, not trained on).", unused=FORMAT_UNUSED,
+        None, "Text every reply starts with: written after each generation prompt of the policy's chats for "
+        "this dataset, so the model continues after it (prompt tokens, not trained on). Replies and rewards see "
+        "what the model sampled; the chat history renders prefix and reply together.",
     )
     workflow_key: str = opt(
         "", "Column naming each row's workflow; the taskset's workflow where empty or missing. A row naming an "

@@ -96,6 +96,8 @@ class Conversation:
     previous_turn_id: str | None = None
     # How its turns are rendered (template, thinking); None: the wrapper's
     renderer: Renderer | None = None
+    # Text every reply starts with: after each generation prompt, as prompt tokens (not trained)
+    reply_prefix: str = ""
 
     @classmethod
     def start(
@@ -107,9 +109,12 @@ class Conversation:
         text: str,
         prompt_truncated: bool,
         renderer: Renderer | None = None,
+        reply_prefix: str = "",
     ) -> Conversation:
+        """``text`` and ``ids`` end with ``reply_prefix`` when there is one."""
         return cls(
             renderer=renderer,
+            reply_prefix=reply_prefix,
             messages=[dict(m) for m in messages],
             visible_messages=[dict(m) for m in messages],
             tools=tools,
@@ -176,6 +181,9 @@ class Conversation:
             added = self._ids_of_new_messages(new_messages, renderer)
             grown.drifts.append(TemplateDrift(self.model_turns, "text", _divergence(self.text, rendered)))
             grown.text = self.text + renderer.tokenizer.decode(added, skip_special_tokens=False)
+        if self.reply_prefix:  # the next reply starts with it too
+            added = added + renderer.ids(self.reply_prefix)
+            grown.text += self.reply_prefix
         grown.tokens.extend(added)
         grown.logprobs.extend([0.0] * len(added))
         grown.action_mask.extend([False] * len(added))

@@ -93,6 +93,7 @@ class ModelWrapper:
         self.default_rollout_args = self._checked_args(default_rollout_args or {})
         self.enable_history = enable_history
         self.enable_thinking = enable_thinking
+        self.reply_prefix = ""  # set on a workflow's view (for_workflow)
         self.clients = BusyClients()
         self._batcher = RequestBatcher(engine, busy=self.clients)
         self.tool_call_parser: ToolCallParser | None = tool_call_parser_named(tool_call_parser)
@@ -129,13 +130,16 @@ class ModelWrapper:
     def template_drift_events(self) -> int:
         return self._drift["events"]
 
-    def for_workflow(self, *, enable_thinking: bool | None = None) -> ModelWrapper:
+    def for_workflow(self, *, enable_thinking: bool | None = None, reply_prefix: str | None = None) -> ModelWrapper:
         """A view of this wrapper for one workflow: the same engine, batches and remembered
         conversations, but a history of its own, so ``extract_experience_from_history`` returns
         only what that workflow sampled while other workflows share the engine.
 
         ``enable_thinking``: the task's taskset setting (``format.enable_thinking``), the view's
-        default instead of the model's.
+        default instead of the model's. ``reply_prefix`` (``format.reply_prefix``): text every
+        reply of the view's conversations starts with, written after the generation prompt as
+        prompt tokens; the model continues after it, and its replies (``response_text``, the
+        returned messages) hold only what it sampled.
         """
         view = copy.copy(self)
         view._history = {}
@@ -143,6 +147,8 @@ class ModelWrapper:
         if enable_thinking is not None:
             view.enable_thinking = enable_thinking
             view.renderer = self._renderer(enable_thinking)
+        if reply_prefix:
+            view.reply_prefix = reply_prefix
         return view
 
     def chat(
@@ -287,10 +293,10 @@ class ModelWrapper:
                 known = None
         if known is None:
             renderer = self._renderer(enable_thinking)
-            text = renderer.text(messages, tools)
+            text = renderer.text(messages, tools) + self.reply_prefix
             return Conversation.start(
                 messages=messages, tools=tools, ids=renderer.ids(text), text=text, prompt_truncated=False,
-                renderer=renderer,
+                renderer=renderer, reply_prefix=self.reply_prefix,
             )
         grown = known.with_environment(messages[end:], known.renderer or self.renderer)
         self._note_drift(known, grown)
@@ -384,7 +390,8 @@ class ModelWrapper:
             visible = self._assistant_message(output.text)
             grown = conversation.with_model_turn(
                 output,
-                rendered_message={"role": "assistant", "content": output.text},
+                # The template renders the reply whole, its prefix included (it is in the tokens).
+                rendered_message={"role": "assistant", "content": conversation.reply_prefix + output.text},
                 visible_message=visible,
                 tokenizer=self.tokenizer,
             )

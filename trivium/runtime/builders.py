@@ -105,8 +105,11 @@ def build_runner_pool(
         workflow_class = WORKFLOWS.get(task.workflow)
         return workflow_class(
             task=task,
-            # The taskset's format.enable_thinking renders the policy's prompts of its tasks.
-            model=view(wrappers[runner_id % len(wrappers)], enable_thinking=task.format.get("enable_thinking")),
+            # The taskset's chat settings (format.enable_thinking, reply_prefix) apply to the policy's calls.
+            model=view(
+                wrappers[runner_id % len(wrappers)],
+                enable_thinking=task.format.get("enable_thinking"), reply_prefix=task.format.get("reply_prefix"),
+            ),
             auxiliary_models=[view(wrapper) for wrapper in auxiliary],
             logger=loggers[runner_id % len(loggers)],
         )

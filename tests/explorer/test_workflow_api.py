@@ -99,7 +99,7 @@ def test_a_model_without_the_endpoint_says_which_key_turns_it_on(wrapper):
 
 
 def test_with_an_api_key_only_clients_that_send_it_are_served(wrapper, monkeypatch):
-    from trivium.runtime.settings import api_key_from_env
+    from trivium.runtime.explorer_settings import api_key_from_env
 
     monkeypatch.setenv("TRIVIUM_TEST_API_KEY", "s3cret")
     key = api_key_from_env("TRIVIUM_TEST_API_KEY")

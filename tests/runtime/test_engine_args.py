@@ -5,7 +5,7 @@ import pytest
 from trivium.config.load import load_config_from_dict
 from trivium.config.resolve import resolve
 from trivium.errors import UserError
-from trivium.runtime.settings import rollout_engine_settings
+from trivium.runtime.explorer_settings import rollout_engine_settings
 
 
 def engine_kwargs(mode: str, gpus: int, index: int = 0, placement: str = "process", **rollout) -> dict:

@@ -1,7 +1,7 @@
 from types import SimpleNamespace
 
 from trivium.runtime.launcher import eval_change_lines
-from trivium.runtime.settings import expected_explore_steps
+from trivium.runtime.explorer_settings import expected_explore_steps
 
 
 def test_eval_change_reports_points_gained():

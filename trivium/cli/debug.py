@@ -161,7 +161,8 @@ def run_workflow(config: Any, args: argparse.Namespace) -> int:
     from trivium.debug.one_task import pick_task, run_one_task, workflow_logger
     from trivium.debug.remote_engine import RemoteEngine, ServerUnreachable
     from trivium.registry import RegistryError
-    from trivium.runtime import builders, settings
+    from trivium.runtime import builders
+    from trivium.runtime.explorer_settings import explorer_settings
 
     task = pick_task(config, args.task_index)
     base_url = f"http://{args.host}:{args.port}/v1"
@@ -175,9 +176,9 @@ def run_workflow(config: Any, args: argparse.Namespace) -> int:
     print(f"connected to {engine.health.get('model')} at {base_url} (model version {engine.version()})")
     print(f"task {task.task_id}: workflow '{task.workflow}', reward '{task.reward_fn or 'workflow default'}', "
           f"repeat_times {task.repeat_times}")
-    explorer_settings = settings.explorer_settings(config)
-    wrappers = builders.build_wrappers(explorer_settings.wrapper, [engine])
-    auxiliary = builders.build_auxiliary_wrappers(explorer_settings)
+    explorer = explorer_settings(config)
+    wrappers = builders.build_wrappers(explorer.wrapper, [engine])
+    auxiliary = builders.build_auxiliary_wrappers(explorer)
     try:
         experiences = run_one_task(config, task, wrappers[0], auxiliary, workflow_logger(config.log.level))
     except RegistryError as error:

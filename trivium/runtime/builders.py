@@ -1,6 +1,6 @@
 """Turning settings (and the buffer's typed sections) into components.
 
-Engines and wrappers are built from their typed settings (``trivium.runtime.settings``);
+Engines and wrappers are built from their typed settings (``trivium.explorer.settings``);
 runner pools, taskset readers and buffers from the schema sections the buffer package
 consumes. The loops in ``trivium.runtime`` never look at the config.
 """
@@ -15,8 +15,9 @@ from trivium.errors import UserError
 from trivium.explorer.dynamic_timeout import DynamicTimeout
 from trivium.explorer.explorer import EvalSet, Explorer
 from trivium.explorer.runner import RunnerPool
+from trivium.explorer.settings import EngineSettings, ExplorerSettings, WrapperSettings
 from trivium.models.engine.busy_clients import BusyClients
-from trivium.runtime.settings import EngineSettings, ExplorerSettings, RunSettings, WrapperSettings
+from trivium.runtime.settings import RunSettings
 
 
 # ---------------------------------------------------------------- engines and model wrappers

@@ -23,8 +23,9 @@ from typing import Any
 import torch
 
 from trivium.errors import ComponentDied
+from trivium.explorer.settings import EngineSettings
 from trivium.models.engine.base import InferenceEngine
-from trivium.runtime.settings import EngineSettings, RunSettings
+from trivium.runtime.settings import RunSettings
 from trivium.runtime.workers import ExplorerWorker, TrainerWorker
 
 

@@ -1,0 +1,203 @@
+"""The resolved config turned into ``ExplorerSettings`` (``trivium/explorer/settings.py``): the
+rollout and auxiliary engines, their wrappers, the runners, over-rollout and serve mode."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from trivium.algorithm.advantages import ADVANTAGE_FNS, computed_by_explorer
+from trivium.algorithm.presets import PRESETS
+from trivium.config.modes import traits_of
+from trivium.config.unused_keys import engine_options
+from trivium.errors import UserError
+from trivium.explorer.over_rollout import OverRollout
+from trivium.explorer.settings import (
+    EngineSettings,
+    ExplorerSettings,
+    RunnerSettings,
+    ServeSettings,
+    WrapperSettings,
+)
+
+
+def rollout_engine_settings(config: Any, compute_threads: int | None = None) -> EngineSettings:
+    rollout, cluster = config.explorer.rollout_model, config.cluster
+    external = config.model.external_model
+    is_external = rollout.engine_type == "external"
+    on_gpu = cluster.device_type == "cuda"
+    # Separate GPUs in one process: the engines take the devices after the trainer's.
+    first_device = cluster.trainer_devices if on_gpu and not cluster.shared_devices and not cluster.uses_ray else None
+    return EngineSettings(
+        engine_type=rollout.engine_type,
+        model_path=rollout.model_path,
+        dtype=rollout.dtype,
+        seed=int(rollout.seed),
+        max_model_len=rollout.max_model_len,
+        count=max(1, int(rollout.engine_num)),
+        tensor_parallel_size=int(rollout.tensor_parallel_size),
+        gpu_memory_utilization=float(rollout.gpu_memory_utilization),
+        enforce_eager=bool(rollout.enforce_eager),
+        device="cuda" if on_gpu else "cpu",
+        first_device=first_device,
+        enable_sleep_mode=config.mode == "colocate" and on_gpu,
+        compute_threads=compute_threads,
+        base_url=os.environ.get(external.base_url_env) if is_external else None,
+        api_key=os.environ.get(external.api_key_env) if is_external else None,
+        model_name=external.model_name if is_external else None,
+        name=rollout.name,
+        options=engine_options(rollout),
+        rope_scaling=dict(config.model.rope_scaling) if config.model.rope_scaling else None,
+        rope_theta=None if config.model.rope_theta is None else float(config.model.rope_theta),
+    )
+
+
+def auxiliary_engine_settings(config: Any) -> tuple[EngineSettings, ...]:
+    for index, aux in enumerate(config.explorer.auxiliary_models):
+        if aux.engine_num != 1:
+            raise UserError(
+                f"explorer.auxiliary_models[{index}].engine_num is {aux.engine_num}: an auxiliary model runs "
+                "one engine; set it to 1"
+            )
+    return tuple(
+        EngineSettings(
+            engine_type=aux.engine_type,
+            model_path=aux.model_path,
+            dtype=aux.dtype,
+            seed=int(aux.seed),
+            max_model_len=aux.max_model_len,
+            count=1,
+            tensor_parallel_size=int(aux.tensor_parallel_size),
+            gpu_memory_utilization=float(aux.gpu_memory_utilization),
+            enforce_eager=bool(aux.enforce_eager),
+            name=aux.name,
+            options=engine_options(aux),
+        )
+        for aux in config.explorer.auxiliary_models
+    )
+
+
+def api_key_from_env(variable: str | None) -> str | None:
+    """The API key in environment variable ``variable`` (explorer.api_key_env); None when unset."""
+    if not variable:
+        return None
+    key = os.environ.get(variable)
+    if not key:
+        raise UserError(f"explorer.api_key_env names the environment variable {variable!r}, which is not set or empty")
+    return key
+
+
+def rollout_wrapper_settings(config: Any) -> WrapperSettings:
+    """The rollout model's limits: explorer.rollout_model overrides (resolve() filled them from model.*)."""
+    model, rollout = config.model, config.explorer.rollout_model
+    return WrapperSettings(
+        chat_template=model.custom_chat_template,
+        chat_template_path=model.chat_template_path,
+        max_prompt_tokens=rollout.max_prompt_tokens,
+        max_response_tokens=rollout.max_response_tokens,
+        min_response_tokens=int(model.min_response_tokens),
+        max_model_len=rollout.max_model_len,
+        enable_prompt_truncation=bool(model.enable_prompt_truncation),
+        default_rollout_args={
+            "temperature": model.temperature,
+            "top_p": model.top_p,
+            "top_k": model.top_k,
+            "repetition_penalty": model.repetition_penalty,
+        },
+        enable_history=bool(rollout.enable_history),
+        enable_thinking=rollout.enable_thinking,
+        enable_openai_api=bool(rollout.enable_openai_api),
+        enable_auto_tool_choice=bool(rollout.enable_auto_tool_choice),
+        tool_call_parser=rollout.tool_call_parser,
+        reasoning_parser=rollout.reasoning_parser,
+    )
+
+
+def auxiliary_wrapper_settings(config: Any) -> tuple[WrapperSettings, ...]:
+    return tuple(
+        WrapperSettings(
+            chat_template=None,
+            chat_template_path=None,
+            max_prompt_tokens=aux.max_prompt_tokens,
+            max_response_tokens=aux.max_response_tokens or 512,
+            min_response_tokens=1,
+            max_model_len=aux.max_model_len,
+            enable_prompt_truncation=True,
+            default_rollout_args={},
+            enable_history=bool(aux.enable_history),
+            enable_thinking=aux.enable_thinking,
+            enable_openai_api=bool(aux.enable_openai_api),
+            enable_auto_tool_choice=bool(aux.enable_auto_tool_choice),
+            tool_call_parser=aux.tool_call_parser,
+            reasoning_parser=aux.reasoning_parser,
+        )
+        for aux in config.explorer.auxiliary_models
+    )
+
+
+def expected_explore_steps(config: Any) -> int | None:
+    """Explorer steps the run will take: buffer.total_steps, else enough for the trainer's steps,
+    else the epochs over the tasksets (explore mode)."""
+    from trivium.config.resolve import explorer_total_steps
+
+    if config.buffer.total_steps:
+        return int(config.buffer.total_steps)
+    if config.trainer.total_steps:
+        per_step = config.buffer.batch_size * config.algorithm.repeat_times
+        return math.ceil(config.trainer.total_steps * config.buffer.train_batch_size / max(1, per_step))
+    return explorer_total_steps(config)
+
+
+def explorer_settings(config: Any, engine_threads: int | None = None) -> ExplorerSettings:
+    explorer, buffer, algorithm = config.explorer, config.buffer, config.algorithm
+    reads_tasksets = traits_of(config.mode).reads_training_tasksets
+    advantage_fn = algorithm.advantage_fn
+    group_based = advantage_fn not in (None, "none") and computed_by_explorer(ADVANTAGE_FNS.get(advantage_fn))
+    preset = PRESETS[algorithm.algorithm_type]
+    if preset.needs_teacher_logprobs and not explorer.auxiliary_models:
+        raise UserError(
+            f"algorithm {algorithm.algorithm_type} scores rollouts with a teacher: set explorer.auxiliary_models "
+            "(the first one is the teacher)"
+        )
+    return ExplorerSettings(
+        batch_size=int(buffer.batch_size),
+        total_steps=expected_explore_steps(config) if reads_tasksets else None,
+        buffer_total_steps=buffer.total_steps,
+        tasksets=tuple(buffer.explorer_input.tasksets) if reads_tasksets else (),
+        eval_tasksets=tuple(buffer.explorer_input.eval_tasksets),
+        experience_buffer=buffer.trainer_input.experience_buffer,
+        task_pipeline=config.data_processor.task_pipeline,
+        experience_pipeline=config.data_processor.experience_pipeline,
+        group_advantage_fn=advantage_fn if group_based else None,
+        advantage_fn_args=dict(algorithm.advantage_fn_args or {}),
+        greedy_baseline=preset.needs_greedy_baseline,
+        uses_teacher=preset.needs_teacher_logprobs,
+        runners=RunnerSettings(
+            runner_per_model=int(explorer.runner_per_model),
+            concurrent_mode=explorer.concurrent_mode,
+            max_timeout=float(explorer.max_timeout),
+            max_retry_times=int(explorer.max_retry_times),
+            env_vars={str(k): str(v) for k, v in (explorer.env_vars or {}).items()},
+            max_repeat_times_per_runner=explorer.max_repeat_times_per_runner,
+            max_failed_steps=explorer.max_failed_steps,
+            dynamic_timeout_ratio=float(explorer.dynamic_timeout.ratio) if explorer.dynamic_timeout.enable else None,
+        ),
+        over_rollout=OverRollout(
+            ratio=float(explorer.over_rollout.ratio),
+            wait_after_min=float(explorer.over_rollout.wait_after_min),
+            return_partial_tasks=bool(explorer.over_rollout.return_partial_tasks),
+        ),
+        eval_interval=int(explorer.eval_interval),
+        eval_on_startup=bool(explorer.eval_on_startup),
+        runner_state_report_interval=float(explorer.runner_state_report_interval or 0),
+        bench_on_latest_checkpoint=bool(explorer.bench_on_latest_checkpoint),
+        rollout=rollout_engine_settings(config, engine_threads),
+        auxiliary=auxiliary_engine_settings(config),
+        wrapper=rollout_wrapper_settings(config),
+        auxiliary_wrappers=auxiliary_wrapper_settings(config),
+        serve=ServeSettings(
+            listen_address=str(explorer.listen_address), port=int(explorer.proxy_port),
+            api_key_env=explorer.api_key_env, api_key=api_key_from_env(explorer.api_key_env),
+        ),
+    )

@@ -94,8 +94,9 @@ def test_memory_suggestion_for_a_model_too_big_for_its_engine(tmp_path):
 def test_trainer_ranks_line_names_the_layout_and_where_the_ranks_run():
     assert "trainer ranks: 1 (no data parallelism)" in planned({}).render()
     sharded = planned({"trainer": {"data_parallel_size": 2}}).render()
-    assert "trainer ranks: 2 over gloo (FSDP2, the models sharded over the ranks); rank 0 in this process" in sharded
+    assert ("trainer ranks: 2 over gloo (FSDP2, the models sharded over the ranks); rank 0 in this process, "
+            "rank 1 in a process it starts") in sharded
     replicated = planned({"trainer": {"data_parallel_size": 4, "trainer_strategy": "ddp"},
                           "cluster": {"placement": "ray"}}).render()
     assert "trainer ranks: 4 over gloo (the whole models on every rank, gradients all-reduced)" in replicated
-    assert "ranks 1-3 Ray actors" in replicated
+    assert "ranks 1-3 as Ray actors beside it" in replicated

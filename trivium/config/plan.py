@@ -216,9 +216,11 @@ def _trainer_ranks_line(config: TriviumConfig) -> str:
     if ranks == 1:
         return "trainer ranks: 1 (no data parallelism)"
     backend = "nccl" if config.cluster.device_type == "cuda" else "gloo"
-    where = (
-        f"rank 0 in the trainer actor, ranks 1-{ranks - 1} Ray actors beside it" if config.cluster.uses_ray
-        else f"rank 0 in this process, ranks 1-{ranks - 1} processes it starts"
-    )
+    if config.cluster.uses_ray:
+        others = "rank 1 as a Ray actor" if ranks == 2 else f"ranks 1-{ranks - 1} as Ray actors"
+        where = f"rank 0 in the trainer actor, {others} beside it"
+    else:
+        others = "rank 1 in a process" if ranks == 2 else f"ranks 1-{ranks - 1} in processes"
+        where = f"rank 0 in this process, {others} it starts"
     layout = RANK_LAYOUTS[config.trainer.trainer_strategy]
     return f"trainer ranks: {ranks} over {backend} ({layout}); {where}"

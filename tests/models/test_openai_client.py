@@ -8,9 +8,15 @@ from openai.types.chat import ChatCompletion
 
 from trivium.errors import UserError
 from trivium.models.engine import create_engine
+from trivium.models.tokenizer_builder import CHAT_TEMPLATE
 from trivium.models.wrapper import ModelWrapper
 
 TOOLS = [{"type": "function", "function": {"name": "move", "parameters": {"type": "object"}}}]
+# The tiny template does not render tools (a chat with tools is refused); this one names them first.
+TINY_TEMPLATE_WITH_TOOLS = (
+    "{%- if tools %}{{- '<|im_start|>system\\ntools:' }}{%- for tool in tools %}{{- ' ' + tool.function.name }}"
+    "{%- endfor %}{{- '<|im_end|>\\n' }}{%- endif %}" + CHAT_TEMPLATE
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +49,8 @@ def test_create_returns_an_openai_chat_completion_and_sessions_are_recorded_whol
 
 def test_tool_calls_are_parsed_and_a_tool_reply_continues_the_episode(engine):
     wrapper = ModelWrapper(
-        engine, max_response_tokens=4, max_model_len=256, tool_call_parser="hermes", enable_history=True
+        engine, max_response_tokens=4, max_model_len=256, tool_call_parser="hermes", enable_history=True,
+        chat_template=TINY_TEMPLATE_WITH_TOOLS,
     )
     message = wrapper._assistant_message(
         'Going. <tool_call>{"name": "move", "arguments": {"to": "D"}}</tool_call>'
@@ -67,6 +74,7 @@ def test_tool_calls_are_parsed_and_a_tool_reply_continues_the_episode(engine):
     (exp,) = wrapper.extract_experience_from_history()
     assert exp.info["model_turns"] == 3
     text = engine.tokenizer.decode(exp.tokens)
+    assert text.startswith("<|im_start|>system\ntools: move<|im_end|>")
     assert text.count("<|im_start|>tool\nmoved<|im_end|>") == 1
 
 

@@ -18,6 +18,7 @@ import torch
 
 from trivium.core.experience import Experience
 from trivium.errors import UserError
+from trivium.models.chat import refuse_ignored_tools
 
 Message = dict[str, Any]
 
@@ -36,9 +37,16 @@ class ChatRenderer:
 
     def render(self, messages: list[Message], tools: list | None, add_generation_prompt: bool) -> str:
         kwargs = {"chat_template": self.chat_template} if self.chat_template else {}
-        return self.tokenizer.apply_chat_template(
-            messages, tools=tools, add_generation_prompt=add_generation_prompt, tokenize=False, **kwargs
-        )
+
+        def text(with_tools: list | None) -> str:
+            return self.tokenizer.apply_chat_template(
+                messages, tools=with_tools, add_generation_prompt=add_generation_prompt, tokenize=False, **kwargs
+            )
+
+        rendered = text(tools or None)
+        if tools:  # a template that does not read tools would train without them
+            refuse_ignored_tools(rendered, text(None))
+        return rendered
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False) if text else []

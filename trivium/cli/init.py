@@ -1,6 +1,7 @@
-"""``trivium init``: create a tiny local model or a generated task dataset.
+"""``trivium init``: create a local model (tiny, or shaped like a public one) or a generated task dataset.
 
     trivium init model --preset tiny --out models/tiny
+    trivium init model --preset qwen3-0.6b --layers 2 --out models/qwen3-2l
     trivium init data --task arithmetic --out data/arithmetic
     trivium init data --task frozen_lake --out data/frozen_lake --num-train 180 --num-test 35
 
@@ -13,11 +14,15 @@ from __future__ import annotations
 import argparse
 import time
 
+TINY_PRESETS = ("tiny", "small", "medium")
+# The real-shape presets (trivium/models/real_shapes.py), listed here so --help stays fast.
+REAL_SHAPE_PRESETS = ("qwen2.5-0.5b", "qwen3-0.6b", "llama3.2-1b")
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "init",
-        help="create a tiny local model or a generated dataset",
+        help="create a local model or a generated dataset",
         description="Create local artifacts so a run needs nothing from a model or dataset hub.",
     )
     targets = parser.add_subparsers(dest="init_target", metavar="WHAT", required=True)
@@ -25,12 +30,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model = targets.add_parser(
         "model",
         help="build a tokenizer and a randomly initialised decoder in Hugging Face format",
-        description="Train a small tokenizer and create a random decoder; both load with "
+        description="Train a tokenizer and create a random decoder; both load with "
         "AutoTokenizer / AutoModelForCausalLM.from_pretrained(OUT).",
     )
     model.add_argument(
-        "--preset", choices=("tiny", "small", "medium"), default="tiny",
-        help="size: tiny ~0.8M, small ~6M, medium ~25M parameters (default: tiny)"
+        "--preset", choices=TINY_PRESETS + REAL_SHAPE_PRESETS, default="tiny",
+        help="tiny ~0.8M, small ~6M, medium ~25M parameters (Llama, ~400-token vocabulary, plain ChatML); "
+        "or the exact architecture of a public model, random weights, the real vocabulary size and a chat "
+        "template with tools and thinking: qwen2.5-0.5b (Qwen2), qwen3-0.6b (Qwen3), llama3.2-1b (Llama) "
+        "(default: tiny)",
+    )
+    model.add_argument(
+        "--layers", type=int, help="real-shape presets: build only this many decoder layers (default: all)"
     )
     model.add_argument("--out", required=True, help="output directory (must be new or empty)")
     model.add_argument(
@@ -64,11 +75,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def init_model(args: argparse.Namespace) -> int:
-    from trivium.models.tiny import build_tiny_model
+    from trivium.errors import UserError
 
     started = time.perf_counter()
-    out_dir = build_tiny_model(args.out, preset=args.preset, seed=args.seed)
-    print(f"wrote {args.preset} model to {out_dir} in {time.perf_counter() - started:.1f}s")
+    if args.preset in REAL_SHAPE_PRESETS:
+        from trivium.models.real_shapes import build_real_shape_model
+
+        out_dir = build_real_shape_model(args.out, args.preset, layers=args.layers, seed=args.seed)
+    elif args.layers is not None:
+        raise UserError(f"--layers applies to the real-shape presets ({', '.join(REAL_SHAPE_PRESETS)}), not {args.preset}.")
+    else:
+        from trivium.models.tiny import build_tiny_model
+
+        out_dir = build_tiny_model(args.out, preset=args.preset, seed=args.seed)
+    depth = "" if args.layers is None else f" ({args.layers} layers)"
+    print(f"wrote {args.preset} model{depth} to {out_dir} in {time.perf_counter() - started:.1f}s")
     return 0
 
 

@@ -3,6 +3,11 @@
 Owns turning messages or text into the exact prompt ids an engine receives, and the rule for
 cutting a prompt that is too long. Knows nothing about engines or sampling.
 
+Tools are never dropped silently: a request with ``tools`` is rendered with and without
+them, and a template that writes the same prompt either way (one that does not read
+``tools``, like the tiny presets') is an error that names the fix, not a prompt in which the
+model cannot see its tools.
+
 Truncation keeps the LAST ``max_prompt_tokens`` tokens (drops from the left): the end of a
 chat prompt holds the latest message and the assistant header the model must continue from,
 so the cut prompt is still a well-formed place to start a reply. A truncated experience is
@@ -53,14 +58,32 @@ def render_chat(
             "the tokenizer has no chat template; set model.custom_chat_template or model.chat_template_path"
         )
     extra = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
-    return tokenizer.apply_chat_template(
-        messages,
-        chat_template=template,
-        tools=tools,
-        tokenize=False,
-        add_generation_prompt=add_generation_prompt,
-        **extra,
-    )
+
+    def render(with_tools: list[dict] | None) -> str:
+        return tokenizer.apply_chat_template(
+            messages,
+            chat_template=template,
+            tools=with_tools,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            **extra,
+        )
+
+    text = render(tools or None)
+    if tools:
+        refuse_ignored_tools(text, render(None))
+    return text
+
+
+def refuse_ignored_tools(with_tools: str, without_tools: str) -> None:
+    """Raise when rendering with the tools gave the same text as without them."""
+    if with_tools == without_tools:
+        raise UserError(
+            "the chat template ignores `tools`: the prompt is the same with and without them, so the "
+            "model would answer as if it had none. Use a chat template that renders tools "
+            "(model.chat_template_path or model.custom_chat_template; the models of `trivium init model "
+            "--preset qwen3-0.6b` and the other real-shape presets carry one), or send no tools."
+        )
 
 
 def encode_chat_prompt(tokenizer, text: str) -> list[int]:

@@ -7,7 +7,8 @@ these models exist so every part of the system can run and be tested on a CPU.
 
 Why Llama and not Qwen2: for ``qwen2`` checkpoints transformers swaps in its own tokenizer
 class (a different pre-tokenizer and normalizer); for ``llama`` it loads ``tokenizer.json``
-exactly as it was trained.
+exactly as it was trained. Models with the shapes of public ones (Qwen2, Qwen3, Llama 3,
+their real vocabulary sizes) are built by ``real_shapes.py``.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import textwrap
@@ -362,3 +363,98 @@ def test_a_weight_sync_that_stalls_ends_the_run_with_a_message_not_a_hang(assets
         f"stopped after {seconds:.0f} s with exit {completed.returncode}: "
         + next((line for line in message.splitlines() if "weight version 2" in line), "").strip()[:160],
     )
+
+
+RANK_TIMEOUT = 15  # synchronizer.sync_timeout of the two-rank runs: how long a rank may stay silent
+
+
+@pytest.fixture
+def two_rank_run(assets, tmp_path):
+    """A `both` run whose trainer has 2 ranks; whatever the test does, it ends with all its processes."""
+    config = base_config(assets, tmp_path / "runs", mode="both")
+    config["trainer"].update(trainer_strategy="fsdp2", data_parallel_size=2)
+    config["buffer"]["total_steps"] = 40  # far more than the test lets it train
+    config["synchronizer"]["sync_timeout"] = RANK_TIMEOUT
+    process = subprocess.Popen(run_command(write_config(tmp_path, config)), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    yield process, tmp_path / "runs" / "e2e" / "run"
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    for pid in _processes_in_group(process.pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _processes_in_group(group: int) -> list[int]:
+    """Live (not zombie) processes of process group ``group``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            # /proc/<pid>/stat: "pid (name) state ppid pgrp ..."; the name may hold spaces.
+            state, _, pgrp = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError, IndexError):
+            continue
+        if int(pgrp) == group and state not in "ZX":
+            found.append(int(entry.name))
+    return found
+
+
+def _rank_1_pid_after_a_step(process: subprocess.Popen, run_dir: Path) -> int:
+    """Rank 1's pid as the trainer logged it, once the two ranks trained a step together."""
+    deadline = time.time() + 300
+    while True:
+        assert process.poll() is None, f"the run ended early: {process.stderr.read()[-600:]}"
+        assert time.time() < deadline, "no trainer step in time"
+        log = run_dir / "log" / "trainer.log"
+        found = re.search(r"trainer ranks joined: rank 1 pid (\d+)", log.read_text() if log.exists() else "")
+        if found and trained_lineage(run_dir):
+            return int(found.group(1))
+        time.sleep(0.1)
+
+
+def _faulted_rank_run(process: subprocess.Popen, run_dir: Path, fault: signal.Signals, *, bound: float,
+                      expected: str) -> tuple[list[str], str]:
+    pid = _rank_1_pid_after_a_step(process, run_dir)
+    os.kill(pid, fault)
+    sent = time.monotonic()
+    try:
+        _, stderr = process.communicate(timeout=bound + 60)
+    except subprocess.TimeoutExpired:
+        return [f"the run did not end within {bound + 60:.0f} s of the {fault.name}"], ""
+    seconds = time.monotonic() - sent
+    error = next((line for line in stderr.splitlines() if line.startswith("error: ")), "")
+    problems = []
+    if process.returncode == 0:
+        problems.append("the run exited 0")
+    if seconds > bound:
+        problems.append(f"the run took {seconds:.0f} s to end, more than {bound:.0f} s")
+    if expected.format(pid=pid) not in error:
+        problems.append(f"the error does not name rank 1 and pid {pid}: {error or stderr[-600:]}")
+    if "Traceback" in stderr:
+        problems.append(f"a traceback was printed: {stderr[-600:]}")
+    deadline = time.monotonic() + 5  # the run's helpers (multiprocessing's resource tracker) end just after
+    while (survivors := _processes_in_group(process.pid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if survivors:
+        problems.append(f"processes {survivors} outlived the run")
+    first_clause = error.removeprefix("error: ").split("; ")[0].split(". ")[0]
+    return problems, f"exit {process.returncode} after {seconds:.0f} s: {first_clause}"
+
+
+@pytest.mark.slow
+def test_a_trainer_rank_killed_mid_run_ends_the_run_naming_it(two_rank_run):
+    process, run_dir = two_rank_run
+    problems, seen = _faulted_rank_run(process, run_dir, signal.SIGKILL, bound=30,
+                                       expected="trainer rank 1 (pid {pid}) died: killed by SIGKILL")
+    conclude("trainer rank killed (`both`, 2 FSDP2 ranks)", "SIGKILL to rank 1's process after a step",
+             problems, f"{seen}; no process of the run left")
+
+
+@pytest.mark.slow
+def test_a_trainer_rank_stopped_mid_run_ends_the_run_naming_it(two_rank_run):
+    process, run_dir = two_rank_run
+    problems, seen = _faulted_rank_run(process, run_dir, signal.SIGSTOP, bound=RANK_TIMEOUT + 20,
+                                       expected="trainer rank 1 (pid {pid}) stopped answering")
+    conclude("trainer rank hangs (`both`, 2 FSDP2 ranks)",
+             f"SIGSTOP to rank 1's process after a step (sync_timeout {RANK_TIMEOUT} s)", problems,
+             f"{seen}; the stopped rank was killed, no process of the run left")

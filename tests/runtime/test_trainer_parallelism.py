@@ -18,6 +18,7 @@ def run_settings(tmp_path, **trainer):
         "algorithm": {"algorithm_type": "grpo", "repeat_times": 2},
         "buffer": {"batch_size": 2, "total_steps": 3},
         "trainer": trainer,
+        "synchronizer": trainer.pop("synchronizer", {}),
     }
     return build_run_settings(resolve(load_config_from_dict(data)))
 
@@ -79,3 +80,10 @@ def test_ddp_keeps_its_name_and_refuses_offload(tmp_path):
     assert run_settings(tmp_path, trainer_strategy="fsdp2", data_parallel_size=2, param_offload=True, cluster=gpus)
     with pytest.raises(UserError, match="trainer_strategy 'ddp' keeps whole models"):
         run_settings(tmp_path, trainer_strategy="ddp", data_parallel_size=2, param_offload=True, cluster=gpus)
+
+
+def test_the_ranks_wait_for_each_other_as_long_as_a_sync_may_take(tmp_path):
+    """A collective, or a rank's silence, ends the run after synchronizer.sync_timeout (docs/fsdp.md)."""
+    assert run_settings(tmp_path, data_parallel_size=2).trainer.collective_timeout == 1200
+    trainer = run_settings(tmp_path, data_parallel_size=2, synchronizer={"sync_timeout": 45}).trainer
+    assert trainer.collective_timeout == 45

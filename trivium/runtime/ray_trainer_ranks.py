@@ -8,7 +8,9 @@ own bundle (its own GPU on a GPU cluster, a slice of a CPU otherwise), named
 follower loop a local rank process runs, meeting rank 0 at rank 0's node address. Ray sets
 ``CUDA_VISIBLE_DEVICES`` per actor, so every rank computes on its process's GPU 0.
 
-The rank actors belong to the trainer actor: if it dies, Ray takes them down with it.
+The rank actors belong to the trainer actor: if it dies, Ray takes them down with it. The
+trainer actor's watch (``trainer/rank_watch.py``) asks ``RayRanks`` whether each rank's actor
+still runs, and kills them all when one is lost.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class TrainerRankHost:
 
 @dataclass
 class RankActor:
+    rank: int
     handle: Any
     done: Any  # the reference of its ``follow`` call
 
@@ -89,7 +92,31 @@ class RayRanks(RankLauncher):
             )
             .remote(self.settings, self.torch_threads)
         )
-        return RankActor(handle, handle.follow.remote(rank, self.device_index(rank), rendezvous, follower, follower_args))
+        done = handle.follow.remote(rank, self.device_index(rank), rendezvous, follower, follower_args)
+        return RankActor(rank, handle, done)
+
+    def exit_status(self, handle: RankActor) -> str | None:
+        import ray
+        from ray.exceptions import RayActorError, RayTaskError
+
+        ready, _ = ray.wait([handle.done], timeout=0)
+        if not ready:
+            return None
+        try:
+            ray.get(handle.done, timeout=0)
+        except RayActorError as error:
+            return f"its actor {rank_actor_name(handle.rank)} died ({type(error).__name__})"
+        except RayTaskError as error:
+            cause = getattr(error, "cause", None) or error
+            first_line = str(cause).splitlines()[0] if str(cause) else ""
+            return f"its follower loop raised {type(cause).__name__}: {first_line}"
+        return "its follower loop returned before rank 0 closed the group"
+
+    def kill(self, handle: RankActor) -> bool:
+        import ray
+
+        ray.kill(handle.handle)
+        return True
 
     def reap(self, handles: list[RankActor], *, wait: float) -> None:
         import ray

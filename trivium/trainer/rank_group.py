@@ -4,11 +4,19 @@ Rank 0 is the trainer the rest of the runtime talks to. It starts ranks 1..N-1 t
 ``RankLauncher``: processes of this machine (``LocalProcesses``, ``torch.multiprocessing``
 spawn) by default, Ray actors in the run's placement group when Ray places the run
 (``runtime/ray_trainer_ranks.py``), or the processes torchrun started
-(``trainer/torchrun_ranks.py``, installed with ``ranks_started_by``). Each rank builds the same ``Trainer`` and then follows
-rank 0: every trainer method marked ``@on_every_rank`` that rank 0 runs is first announced to
-the others (its name and arguments, broadcast in the trainer's process group), so all ranks
-enter the same collectives in the same order. Locally the rendezvous address comes from
-``MASTER_ADDR``/``MASTER_PORT`` when set (127.0.0.1 and a free port otherwise).
+(``trainer/torchrun_ranks.py``, installed with ``ranks_started_by``). Each rank builds the same
+``Trainer`` and then follows rank 0: every trainer method marked ``@on_every_rank`` that rank
+0 runs is first announced to the others (its name and arguments, broadcast in the trainer's
+process group), so all ranks enter the same collectives in the same order. Between two
+methods the others wait on the group's store, which rank 0 hosts, not in a collective, so a
+long pause (the explorer's turn) is never a collective timeout. Locally the rendezvous
+address comes from ``MASTER_ADDR``/``MASTER_PORT`` when set (127.0.0.1 and a free port
+otherwise).
+
+While the group lives, rank 0 watches the others (``rank_watch.py``): a rank that dies or
+stops answering ends rank 0's collectives with ``ComponentDied`` naming it, and the other
+ranks are killed. Every collective waits at most the group's timeout
+(``synchronizer.sync_timeout``).
 
 This module owns the command channel and the local processes only; what a rank computes is
 the trainer's business (``trainer.py``, ``data_parallel.py``).
@@ -19,6 +27,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import signal
+import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator
@@ -31,20 +41,36 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from trivium.errors import ComponentDied
 from trivium.sync.collective import free_port
+from trivium.trainer.rank_watch import (
+    Heartbeat,
+    RankWatch,
+    connect_store,
+    exit_description,
+    is_lost_peer_error,
+    is_transport_error,
+)
 
 logger = logging.getLogger(__name__)
 
 CLOSE = "__close__"
+# How long ranks 1..N-1 wait on the store for rank 0's next method (a run may explore for days
+# between two training steps); a dead rank 0 ends the wait at once.
+WAIT_FOR_COMMAND = timedelta(days=30)
 
 
 def backend_for(device_type: str) -> str:
     return "nccl" if device_type == "cuda" else "gloo"
 
 
+def command_key(number: int) -> str:
+    return f"trivium_ranks/command/{number}"
+
+
 @dataclass(frozen=True)
 class Rendezvous:
-    """Where and how the ranks of one trainer meet."""
+    """Where and how the ranks of one trainer meet; ``timeout`` bounds each collective."""
 
     address: str
     port: int
@@ -54,7 +80,7 @@ class Rendezvous:
 
 
 class RankLauncher:
-    """Starts ranks 1..N-1 of a trainer somewhere, and reaps them when the trainer closes."""
+    """Starts ranks 1..N-1 of a trainer somewhere, tells whether they still run, and reaps them."""
 
     def rendezvous_address(self) -> str:
         """The host of rank 0 as the other ranks reach it."""
@@ -75,6 +101,18 @@ class RankLauncher:
         """Wait up to ``wait`` seconds for the ranks to return, then stop any that did not."""
         raise NotImplementedError(f"{type(self).__name__} must implement reap()")
 
+    def exit_status(self, handle: Any) -> str | None:
+        """How the rank ended (``killed by SIGKILL``); None while it runs, or if the launcher cannot tell."""
+        return None
+
+    def process_id(self, handle: Any) -> int | None:
+        """The rank's pid, if the launcher knows it before the rank says it."""
+        return None
+
+    def kill(self, handle: Any) -> bool:
+        """Stop the rank at once; False when this launcher cannot (its pid is then killed on this machine)."""
+        return False
+
 
 class LocalProcesses(RankLauncher):
     """Ranks as spawned processes of this machine, rank ``r`` on GPU ``r``."""
@@ -87,7 +125,7 @@ class LocalProcesses(RankLauncher):
 
     def launch(self, rank: int, rendezvous: Rendezvous, follower: Callable[..., None], follower_args: tuple) -> Any:
         process = mp.get_context("spawn").Process(
-            target=follower_main,
+            target=local_rank_main,
             args=(rank, self.device_index(rank), rendezvous, follower, follower_args),
             name=f"trainer-rank-{rank}",
             daemon=True,
@@ -100,7 +138,19 @@ class LocalProcesses(RankLauncher):
             process.join(wait)
             if process.is_alive():
                 logger.warning("trainer rank process %s did not exit; killing it", process.name)
-                process.kill()
+                self.kill(process)
+
+    def exit_status(self, handle: Any) -> str | None:
+        return None if handle.exitcode is None else exit_description(handle.exitcode)
+
+    def process_id(self, handle: Any) -> int | None:
+        return handle.pid
+
+    def kill(self, handle: Any) -> bool:
+        if handle.is_alive():
+            handle.kill()  # SIGKILL: it ends a stopped process too
+        handle.join(5.0)
+        return True
 
 
 _installed_launcher: RankLauncher | None = None
@@ -118,17 +168,22 @@ def ranks_started_by(launcher: RankLauncher) -> Iterator[None]:
 
 
 class RankGroup:
-    """This process's place among the trainer's ranks; rank 0 also owns the others' launcher."""
+    """This process's place among the trainer's ranks; rank 0 also owns the others' launcher and watch."""
 
     def __init__(self, *, rank: int, world_size: int, device_type: str, device_index: int | None = None,
-                 launcher: RankLauncher | None = None, handles: list[Any] | None = None):
+                 launcher: RankLauncher | None = None, handles: list[Any] | None = None,
+                 store: dist.Store | None = None, watch: RankWatch | None = None):
         self.rank = rank
         self.world_size = world_size
         self.device_type = device_type
         self.device_index = rank if device_index is None else device_index
         self.launcher = launcher
         self.handles = handles or []
+        self.store = store  # rank 0 hosts it; it lives as long as the group
+        self.watch = watch
+        self.commands = 0  # methods announced (rank 0) or received (the others)
         self.lock = threading.RLock()  # one collective method at a time on rank 0
+        self.out_of_step = False  # rank 0 raised inside a method the others may still be running
         self.closed = False
 
     @property
@@ -147,22 +202,41 @@ class RankGroup:
         launcher = launcher or _installed_launcher or LocalProcesses()
         address = launcher.rendezvous_address()
         rendezvous = Rendezvous(address, launcher.rendezvous_port(address), world_size, device_type, timeout)
+        store = connect_store(rendezvous, hosts=True)
         handles: list[Any] = []
+        watch: RankWatch | None = None
         try:
             for rank in range(1, world_size):
                 handles.append(launcher.launch(rank, rendezvous, follower, follower_args))
-            _join(0, launcher.device_index(0), rendezvous)
+            watch = RankWatch(launcher, handles, rendezvous)
+            watch.wait_until_joined()
+            try:
+                _init_process_group(0, launcher.device_index(0), rendezvous, store)
+            except Exception as error:
+                failure = watch.failure_behind_collective() if is_lost_peer_error(error) else None
+                if failure is None:
+                    raise
+                raise ComponentDied(failure.message) from None
+            watch.start()
         except BaseException:
+            if watch is not None:
+                watch.stop()
+                watch.kill_all()
             launcher.reap(handles, wait=0)
             raise
-        return cls(rank=0, world_size=world_size, device_type=device_type, device_index=launcher.device_index(0),
-                   launcher=launcher, handles=handles)
+        return cls(rank=0, world_size=world_size, device_type=device_type,
+                   device_index=launcher.device_index(0), launcher=launcher, handles=handles, store=store,
+                   watch=watch)
 
     # ------------------------------------------------------------------ commands
     def announce(self, name: str, args: tuple, kwargs: dict) -> None:
+        self.commands += 1
+        self.store.set(command_key(self.commands), b"")  # wakes the others for the broadcast
         dist.broadcast_object_list([(name, args, kwargs)], src=0)
 
     def next_command(self) -> tuple[str, tuple, dict]:
+        self.commands += 1
+        self.store.wait([command_key(self.commands)], WAIT_FOR_COMMAND)
         box: list[Any] = [None]
         dist.broadcast_object_list(box, src=0)
         return box[0]
@@ -170,19 +244,71 @@ class RankGroup:
     def barrier(self) -> None:
         dist.barrier()
 
+    @contextmanager
+    def naming_lost_ranks(self) -> Iterator[None]:
+        """Rank 0: collectives inside raise ``ComponentDied`` naming a lost rank, not gloo's error."""
+        if self.watch is None:
+            yield
+            return
+        if self.watch.failure is not None:
+            raise ComponentDied(self.watch.failure.message)
+        try:
+            yield
+        except BaseException as error:  # an interrupted method leaves the others mid-way too
+            self.out_of_step = True
+            # Rank 0's own error (a bad input, say) is the cause even if the others then died of the same.
+            failure = self.watch.failure_behind_collective() if is_lost_peer_error(error) else None
+            if failure is None:
+                raise
+            logger.debug("the collective's own error: %s", error)
+            raise ComponentDied(failure.message) from None
+
+    @contextmanager
+    def leading_set_up(self) -> Iterator[None]:
+        """Rank 0 building its models with the others: a lost rank is named, and a failure ends the group."""
+        try:
+            with self.naming_lost_ranks():
+                yield
+        except BaseException:
+            self.close()
+            raise
+
     def close(self, *, wait: float = 60.0) -> None:
-        """Rank 0: release the followers, leave the group and reap the processes."""
+        """Rank 0: release the followers (after a failure: kill them), leave the group, reap the processes.
+
+        A method still running on another thread gets ``wait`` seconds to end; after that it is
+        taken as stuck, and the followers are killed, which also ends its collectives.
+        """
         if self.closed:
             return
         self.closed = True
+        released = False
         try:
-            if self.leads:
-                with self.lock:
-                    self.announce(CLOSE, (), {})
+            if self.leads and self.lock.acquire(timeout=wait):
+                try:
+                    if not self._failed():
+                        if self.watch is not None:
+                            self.watch.stop()  # from here on a rank that exits is not a failure
+                        self.announce(CLOSE, (), {})
+                        released = True
+                finally:
+                    self.lock.release()
+            elif self.leads:
+                logger.warning("a trainer method still ran on another thread after %.0f s; killing the ranks",
+                               wait)
+        except Exception as error:
+            logger.warning("releasing the trainer ranks failed (%s); killing them", error)
         finally:
+            if self.watch is not None:
+                self.watch.stop()
+                if not released:
+                    self.watch.kill_all()
             dist.destroy_process_group()
             if self.launcher is not None:
-                self.launcher.reap(self.handles, wait=wait)
+                self.launcher.reap(self.handles, wait=wait if released else 0)
+
+    def _failed(self) -> bool:
+        return self.out_of_step or (self.watch is not None and self.watch.failure is not None)
 
 
 def on_every_rank(method: Callable | None = None, *, leader_only: tuple[str, ...] = ()) -> Callable:
@@ -199,7 +325,7 @@ def on_every_rank(method: Callable | None = None, *, leader_only: tuple[str, ...
             if group is None or not group.leads:
                 return method(self, *args, **kwargs)
             announced = {key: value for key, value in kwargs.items() if key not in leader_only}
-            with group.lock:
+            with group.lock, group.naming_lost_ranks():
                 group.announce(method.__name__, args, announced)
                 return method(self, *args, **kwargs)
 
@@ -217,32 +343,47 @@ def follow(target: Any, group: RankGroup) -> None:
         getattr(target, name)(*args, **kwargs)
 
 
-def _join(rank: int, device_index: int, rendezvous: Rendezvous) -> None:
+def _init_process_group(rank: int, device_index: int, rendezvous: Rendezvous, store: dist.Store) -> None:
     if rendezvous.device_type == "cuda":
         torch.cuda.set_device(device_index)
-    timeout = timedelta(seconds=rendezvous.timeout)
     # The group's own store, hosted by rank 0. (A tcp:// init_method would look for torchrun's
     # agent store at this address instead when the process runs under torchrun.)
-    store = dist.TCPStore(
-        rendezvous.address, rendezvous.port, rendezvous.world_size, is_master=rank == 0, timeout=timeout
-    )
     dist.init_process_group(
-        backend_for(rendezvous.device_type), store=store, rank=rank, world_size=rendezvous.world_size, timeout=timeout
+        backend_for(rendezvous.device_type), store=store, rank=rank, world_size=rendezvous.world_size,
+        timeout=timedelta(seconds=rendezvous.timeout),
     )
 
 
 def follower_main(rank: int, device_index: int, rendezvous: Rendezvous, follower: Callable[..., None],
                   follower_args: tuple) -> None:
     """Ranks 1..N-1, in their own process: join the group, then run ``follower`` until rank 0 closes it."""
-    _join(rank, device_index, rendezvous)
-    group = RankGroup(rank=rank, world_size=rendezvous.world_size, device_type=rendezvous.device_type,
-                      device_index=device_index)
+    store = connect_store(rendezvous)
+    heartbeat = Heartbeat(rendezvous, rank)  # from here on rank 0 knows this process and watches it
     try:
+        _init_process_group(rank, device_index, rendezvous, store)
+        group = RankGroup(rank=rank, world_size=rendezvous.world_size, device_type=rendezvous.device_type,
+                          device_index=device_index, store=store)
         follower(group, *follower_args)
-    except BaseException:
-        # The traceback goes to this process's stderr; rank 0 sees its collective fail.
-        traceback.print_exc()
+    except BaseException as error:
+        if is_transport_error(error):
+            # Another rank went away: rank 0 names it; this rank's traceback would only repeat gloo's error.
+            first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+            print(f"trainer rank {rank} (pid {os.getpid()}): a collective failed ({first_line})",
+                  file=sys.stderr, flush=True)
+        else:
+            traceback.print_exc()  # this process's stderr; rank 0 sees the rank end and names it
         raise
     finally:
+        heartbeat.stop()
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def local_rank_main(rank: int, device_index: int, rendezvous: Rendezvous, follower: Callable[..., None],
+                    follower_args: tuple) -> None:
+    """A rank as a spawned process: Ctrl-C is rank 0's to handle (it stops the run between steps)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        follower_main(rank, device_index, rendezvous, follower, follower_args)
+    except Exception:
+        sys.exit(1)  # follower_main printed what went wrong

@@ -12,6 +12,9 @@ end of the run rank 0 releases them and every process exits.
 The hand-over goes through the store of torch's ``env://`` rendezvous (the one torchrun's
 agent hosts, or rank 0 when no agent does). Rank r computes on ``cuda:LOCAL_RANK``. If rank
 0 dies, the waiting processes lose the store and exit with an error, so torchrun ends the job.
+A rank that dies is torchrun's to notice (it ends every process of the job); one that stops
+answering is rank 0's watch's (``rank_watch.py``), which kills it by its pid when it runs on
+rank 0's machine, else rank 0's collective with it ends at the group's timeout.
 """
 
 from __future__ import annotations

@@ -182,7 +182,20 @@ def test_gae_discounts_with_gamma_and_lambda():
     torch.testing.assert_close(returns, torch.tensor([[0.71712, 0.846, 1.0]]))
 
 
-def test_gae_skips_masked_tokens_inside_a_response():
+def test_gae_runs_over_masked_tokens_with_value_zero_as_in_the_reference():
+    rewards = torch.tensor([[0.0, 0.0, 1.0]])
+    values = torch.tensor([[0.5, 9.9, 0.7]])  # 9.9 is an environment token's value: taken as 0
+    mask = torch.tensor([[1.0, 0.0, 1.0]])
+    advantages, returns = run(
+        "ppo", token_level_rewards=rewards, response_mask=mask, values=values, gamma=0.9, lam=0.8, whiten=False,
+    )
+    # A2 = 1 - 0.7 = 0.3; A1 = (0 + 0.9 * 0.7 - 0) + 0.72 * 0.3 = 0.846;
+    # A0 = (0 + 0.9 * 0 - 0.5) + 0.72 * 0.846 = -0.5 + 0.60912 = 0.10912; G0 = A0 + 0.5
+    torch.testing.assert_close(advantages, torch.tensor([[0.10912, 0.0, 0.3]]))
+    torch.testing.assert_close(returns, torch.tensor([[0.60912, 0.0, 1.0]]))
+
+
+def test_gae_can_skip_masked_tokens_inside_a_response():
     rewards = torch.tensor([[0.0, 0.0, 1.0]])
     values = torch.tensor([[0.5, 9.9, 0.7]])  # 9.9 is an environment token's value: must be ignored
     mask = torch.tensor([[1.0, 0.0, 1.0]])
@@ -194,6 +207,7 @@ def test_gae_skips_masked_tokens_inside_a_response():
         gamma=0.9,
         lam=0.8,
         whiten=False,
+        skip_masked_tokens=True,
     )
     # A2 = 0.3; A0 = (0.9*0.7 - 0.5) + 0.72*0.3 = 0.13 + 0.216 = 0.346
     torch.testing.assert_close(advantages, torch.tensor([[0.346, 0.0, 0.3]]))
@@ -231,6 +245,17 @@ def test_reinforce_plus_plus_discounts_returns_then_whitens():
     assert advantages[1, 2].item() == 0.0
 
 
+def test_reinforce_plus_plus_discounts_across_masked_tokens_unless_told_to_skip_them():
+    rewards = torch.tensor([[0.0, 0.0, 1.0]])
+    mask = torch.tensor([[1.0, 0.0, 1.0]])
+    # every position discounted: G = [0.25, 0.5, 1]; skipping the masked one: G0 = 0.5 * 1
+    _, returns = run("reinforceplusplus", token_level_rewards=rewards, response_mask=mask, gamma=0.5)
+    torch.testing.assert_close(returns, torch.tensor([[0.25, 0.0, 1.0]]))
+    _, skipped = run("reinforceplusplus", token_level_rewards=rewards, response_mask=mask, gamma=0.5,
+                     skip_masked_tokens=True)
+    torch.testing.assert_close(skipped, torch.tensor([[0.5, 0.0, 1.0]]))
+
+
 def test_remax_subtracts_the_greedy_reward_from_the_reward_to_go():
     # row 0 has a small per-token penalty before the outcome reward
     rewards = torch.tensor([[-0.1, 0.0, 1.0], [0.0, 0.5, 0.0]])
@@ -263,6 +288,7 @@ def test_estimators_declare_whether_they_need_groups_or_a_critic():
     critic = {name for name in ADVANTAGE_FNS.names() if requires_critic(ADVANTAGE_FNS.get(name))}
     assert grouped == {
         "grpo", "grpo_verl", "rloo", "opmd", "reinforce", "asymre", "rec", "raft", "clipb", "clipv", "multi_step_grpo",
+        "step_wise_grpo", "opmd_verl", "asymre_verl", "rloo_verl",
     }
     assert critic == {"ppo"}
 

@@ -34,11 +34,28 @@ def test_seq_mean_token_mean_averages_each_row_then_rows():
 
 
 @pytest.mark.parametrize("mode", ["seq-mean-token-sum", "seq-mean-token-mean"])
-def test_rows_without_tokens_do_not_count_as_sequences(mode):
+def test_an_all_masked_row_counts_as_a_zero_sequence_as_in_the_reference(mode):
     mask = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
-    # only row 0 counts: sum = 3, mean = 1.5; an empty row would otherwise halve it
-    expected = 3.0 if mode == "seq-mean-token-sum" else 1.5
+    # Trinity-RFT: row 0 gives sum 3 (mean 1.5), the empty row 0; the mean over both rows halves it
+    expected = 1.5 if mode == "seq-mean-token-sum" else 0.75
     assert aggregate_loss(VALUES, mask, mode).item() == pytest.approx(expected)
+    assert aggregation_denominator(mask, mode) == 2
+
+
+@pytest.mark.parametrize("mode", ["seq-mean-token-sum-nonempty", "seq-mean-token-mean-nonempty"])
+def test_the_nonempty_modes_leave_rows_without_tokens_out(mode):
+    mask = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    # only row 0 counts: sum = 3, mean = 1.5
+    expected = 3.0 if mode.startswith("seq-mean-token-sum") else 1.5
+    assert aggregate_loss(VALUES, mask, mode).item() == pytest.approx(expected)
+    assert aggregation_denominator(mask, mode) == 1
+
+
+def test_seq_mean_token_sum_norm_divides_the_token_sum_by_the_padded_length():
+    # (1 + 2 + 4) / R with R = 3 columns
+    assert aggregate_loss(VALUES, MASK, "seq-mean-token-sum-norm").item() == pytest.approx(7 / 3)
+    # the denominator of a micro-batch is its own padded length
+    assert aggregation_denominator(MASK, "seq-mean-token-sum-norm") == 3
 
 
 @pytest.mark.parametrize("mode", LOSS_AGG_MODES)
@@ -83,14 +100,17 @@ def test_micro_batches_scaled_by_their_denominator_share_reproduce_the_full_batc
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
     full = aggregate_loss(values, mask, mode)
     total = aggregation_denominator(mask, mode)
+    # micro-batches trimmed to their own padded length, as the trainer's are
+    pieces = ((values[:1, :2], mask[:1, :2]), (values[1:], mask[1:]))
     accumulated = sum(
-        aggregate_loss(values[rows], mask[rows], mode) * aggregation_denominator(mask[rows], mode) / total
-        for rows in (slice(0, 1), slice(1, 4))
+        aggregate_loss(piece, piece_mask, mode) * aggregation_denominator(piece_mask, mode) / total
+        for piece, piece_mask in pieces
     )
     assert accumulated.item() == pytest.approx(full.item())
 
 
-def test_denominator_counts_tokens_or_non_empty_sequences():
-    # MASK has 3 tokens in 2 non-empty rows
+def test_denominator_counts_tokens_or_sequences():
+    # MASK has 3 tokens in 2 rows, both non-empty
     assert aggregation_denominator(MASK, "token-mean") == 3
     assert aggregation_denominator(MASK, "seq-mean-token-sum") == 2
+    assert aggregation_denominator(MASK, "seq-mean-token-mean-nonempty") == 2

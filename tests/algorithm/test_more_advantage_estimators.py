@@ -53,8 +53,8 @@ def test_rec_subtracts_the_mean_and_optionally_the_std():
     plain, _ = run("rec", token_level_rewards=rewards, response_mask=mask, group_ids=group)
     assert plain[:, 0].tolist() == [0.5, -0.5, -0.5, 0.5]
     scaled, _ = run("rec", token_level_rewards=rewards, response_mask=mask, group_ids=group, std_normalize=True)
-    # sample std sqrt(1/3)
-    assert scaled[0, 0].item() == pytest.approx(0.5 / (math.sqrt(1 / 3) + 1e-6))
+    # population std of [1, 0, 0, 1]: sqrt(4 * 0.25 / 4) = 0.5 (Trinity-RFT's REC; grpo uses the sample std)
+    assert scaled[0, 0].item() == pytest.approx(0.5 / (0.5 + 1e-6))
 
 
 def test_rec_balance_drops_extra_below_mean_samples():
@@ -89,14 +89,16 @@ def test_raft_with_one_sample_per_task_keeps_the_rewarded_rollouts():
     assert advantages[:, 0].tolist() == [1.0, 0.0]
 
 
-def test_grpo_std_threshold_silences_flat_groups():
+def test_grpo_std_threshold_drops_flat_groups_from_the_batch():
+    from trivium.algorithm.advantages import row_selection
+
     rewards, mask = outcome_rewards([1.0, 1.001, 0.0, 1.0], [1, 1, 1, 1], 1)
-    advantages, _ = run(
-        "grpo", token_level_rewards=rewards, response_mask=mask, group_ids=torch.tensor([0, 0, 1, 1]),
-        std_threshold=0.01,
-    )
-    assert advantages[:2, 0].tolist() == [0.0, 0.0]
+    inputs = dict(token_level_rewards=rewards, response_mask=mask, group_ids=torch.tensor([0, 0, 1, 1]))
+    advantages, _ = run("grpo", **inputs, std_threshold=0.01)
     assert advantages[2, 0].item() < 0 < advantages[3, 0].item()
+    # group 0 (std 0.0007 <= 0.01) leaves the batch
+    assert row_selection(ADVANTAGE_FNS.get("grpo"))(**inputs, std_threshold=0.01).tolist() == [2, 3]
+    assert row_selection(ADVANTAGE_FNS.get("grpo"))(**inputs) is None
 
 
 def test_grpo_verl_equals_grpo_and_is_computed_by_the_trainer():
@@ -143,10 +145,16 @@ def test_jsd_advantage_matches_the_hand_computed_mixture_divergence():
         "jsd", token_level_rewards=torch.zeros(1, 2), response_mask=torch.ones(1, 2),
         old_logprobs=student, teacher_logprobs=teacher, lambda_coef=0.5, kl_coef=1.0,
     )
-    # token 0: m = 0.5 * 0.6 + 0.5 * 0.2 = 0.4, weight (1 - 0.5) * ln(0.2 / 0.4) = 0.5 * ln(0.5);
-    # the advantage is minus it: positive, the teacher likes the token more. Token 1: q = m -> 0.
-    assert advantages[0, 0].item() == pytest.approx(-0.5 * math.log(0.5), rel=1e-5)
+    # token 0: m = 0.5 * 0.6 + 0.5 * 0.2 = 0.4; JSD_t = 0.5 ln(0.6 / 0.4) + 0.5 ln(0.2 / 0.4)
+    # = 0.5 ln 0.75; A = -JSD_t > 0, the teacher likes the token more. Token 1: p = q = m -> 0.
+    assert advantages[0, 0].item() == pytest.approx(-0.5 * math.log(0.75), rel=1e-5)
     assert advantages[0, 1].item() == pytest.approx(0.0, abs=1e-7)
+    gradient, _ = run(
+        "jsd", token_level_rewards=torch.zeros(1, 2), response_mask=torch.ones(1, 2),
+        old_logprobs=student, teacher_logprobs=teacher, lambda_coef=0.5, kl_coef=1.0, advantage="gradient",
+    )
+    # the exact-gradient weight: (1 - 0.5) * ln(0.2 / 0.4) = 0.5 * ln(0.5); A is minus it
+    assert gradient[0, 0].item() == pytest.approx(-0.5 * math.log(0.5), rel=1e-5)
 
 
 def test_the_jsd_weight_is_the_exact_gradient_of_the_divergence():
@@ -189,7 +197,7 @@ def test_clipb_drops_negative_tokens_with_a_very_low_entropy_signal():
     entropy[1, 2] = 4.0  # S = 0.01 * (4 + ln 0.01) = -0.00605: the batch's only outlier
     kept, _ = run(
         "clipb", token_level_rewards=rewards, response_mask=mask, group_ids=torch.zeros(2).long(),
-        logprobs=logprobs, entropy=entropy, mu=2.0,
+        logprobs=logprobs, entropy=entropy, mu=2.0, clip_target="advantage",
     )
     a = 0.5 / (math.sqrt(0.5) + 1e-6)
     torch.testing.assert_close(kept, torch.tensor([[a] * 4, [-a, -a, 0.0, -a]]))
@@ -207,10 +215,10 @@ def test_clipv_drops_at_most_the_allowed_fraction_of_tokens():
         logprobs=logprobs, entropy=entropy, expected_entropy_signal=signal, mu=1.0,
     )
     # D's population std over 8 tokens: mean 1, var (16 + 4 + 6 * 1) / 8 = 3.25 -> std 1.80
-    both, _ = run("clipv", max_frac=0.5, **args)
+    both, _ = run("clipv", max_frac=0.5, clip_target="advantage", **args)
     a = 0.5 / (math.sqrt(0.5) + 1e-6)
     torch.testing.assert_close(both, torch.tensor([[a] * 4, [-a, 0.0, -a, 0.0]]))
-    one, _ = run("clipv", max_frac=0.1, **args)  # max(1, 0.8) = 1 token: the largest D
+    one, _ = run("clipv", max_frac=0.1, clip_target="advantage", **args)  # max(1, 0.8) = 1 token: the largest D
     torch.testing.assert_close(one, torch.tensor([[a] * 4, [-a, 0.0, -a, -a]]))
 
 

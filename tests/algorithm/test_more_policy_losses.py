@@ -57,9 +57,9 @@ def test_sapo_gate_has_unit_slope_at_ratio_one_and_fades_away_from_it():
     advantages = torch.tensor([[1.0, 1.0]])
     loss, _ = loss_fn("sapo")(
         logprobs=logprobs, old_logprobs=old, advantages=advantages, response_mask=torch.ones(1, 2),
-        loss_agg_mode="seq-mean-token-sum",
+        loss_agg_mode="seq-mean-token-sum", surrogate=True,
     )
-    # L = -(4 / tau) * sigmoid(tau * (r - 1)) with tau = 1: r = 1 -> -2; r = 3 -> -4 * sigmoid(2)
+    # the surrogate L = -(4 / tau) * sigmoid(tau * (r - 1)) with tau = 1: r = 1 -> -2; r = 3 -> -4 * sigmoid(2)
     sig2 = 1 / (1 + math.exp(-2.0))
     assert loss.item() == pytest.approx(-2.0 - 4 * sig2, rel=1e-6)
     loss.backward()
@@ -72,7 +72,7 @@ def test_sapo_uses_the_negative_temperature_for_negative_advantages():
     old = with_ratios(logprobs, [[2.0]])
     loss, _ = loss_fn("sapo")(
         logprobs=logprobs, old_logprobs=old, advantages=torch.tensor([[-1.0]]), response_mask=torch.ones(1, 1),
-        tau_pos=1.0, tau_neg=2.0,
+        tau_pos=1.0, tau_neg=2.0, surrogate=True,
     )
     # L = +(4 / 2) * sigmoid(2 * 1)
     assert loss.item() == pytest.approx(2 / (1 + math.exp(-2.0)), rel=1e-6)
@@ -110,6 +110,7 @@ def test_rec_clip_modes_keep_the_documented_tokens(clip_mode, kept):
     loss, metrics = loss_fn("rec")(
         logprobs=logprobs, old_logprobs=old, advantages=advantages, response_mask=torch.ones(1, 4),
         clip_mode=clip_mode, epsilon_low_prime=0.6, epsilon_high_prime=0.4, loss_agg_mode="seq-mean-token-sum",
+        follow_loss_agg_mode=True,
     )
     loss.backward()
     # dL/dlog pi = -A on kept tokens

@@ -40,9 +40,11 @@ def test_advantage_is_broadcast_to_every_model_token_and_not_to_environment_toke
     assert torch.allclose(advantages, expected, atol=1e-6)
 
 
-def test_equal_scores_and_lone_episodes_get_zero():
+def test_equal_scores_get_zero_and_a_lone_episode_its_score_over_one_plus_epsilon():
+    # group 1: episodes 0 and 1 both score 2 -> 0; group 2: one episode of score 3 -> 3 / (1 + 1e-6),
+    # the reference's convention (mean 0, std 1), as grpo gives a lone sample
     advantages, _ = run([2, 2, 2, 3], groups=[1, 1, 1, 2], episodes=[0, 0, 1, 2])
-    assert advantages.abs().max() == 0
+    assert advantages[:, 0].tolist() == pytest.approx([0.0, 0.0, 0.0, 3 / (1 + 1e-6)])
 
 
 def test_without_episode_ids_each_row_is_an_episode_like_grpo():
@@ -71,11 +73,20 @@ def test_batch_level_std_divides_by_the_spread_of_every_episode():
         run([1, 0], groups=[0, 0], std_cal_level="task")
 
 
-def test_std_threshold_silences_a_group_with_too_little_spread():
-    # Group 0: std sqrt(0.005) = 0.0707 <= 0.1 -> 0; group 1: mean 0.5, std 0.7071 -> +-0.5 / 0.7071.
-    advantages, _ = run([1, 0.9, 0, 1], groups=[0, 0, 1, 1], epsilon=0.0, std_threshold=0.1)
+def test_std_threshold_drops_a_group_with_too_little_spread_and_lone_episodes():
+    from trivium.algorithm.advantages import row_selection
+
+    # Group 0: std sqrt(0.005) = 0.0707 <= 0.1 -> dropped; group 1: mean 0.5, std 0.7071 -> +-0.5 / 0.7071;
+    # group 2: a single episode -> dropped (the reference skips it whenever std_threshold is set).
+    advantages, _ = run([1, 0.9, 0, 1, 5], groups=[0, 0, 1, 1, 2], epsilon=0.0, std_threshold=0.1)
     a = 0.5 / math.sqrt(0.5)
-    assert advantages[:, 0].tolist() == pytest.approx([0.0, 0.0, -a, a], abs=1e-6)
+    assert advantages[2:4, 0].tolist() == pytest.approx([-a, a], abs=1e-6)
+    rewards = torch.tensor([[1.0], [0.9], [0.0], [1.0], [5.0]])
+    kept = row_selection(ADVANTAGE_FNS.get("multi_step_grpo"))(
+        token_level_rewards=rewards, response_mask=torch.ones(5, 1), group_ids=torch.tensor([0, 0, 1, 1, 2]),
+        std_threshold=0.1,
+    )
+    assert kept.tolist() == [2, 3]
 
 
 def test_step_norm_shares_an_episodes_advantage_among_its_steps():

@@ -163,12 +163,13 @@ def test_cispo_clips_the_weight_and_stops_its_gradient():
 # ---- opmd -----------------------------------------------------------------------------------
 
 
-def test_opmd_adds_a_squared_log_ratio_penalty_to_reinforce():
+def test_opmd_with_the_log_ratio_penalty_adds_it_to_reinforce():
     logprobs = leaf([[-1.0, -2.0]])
     old = torch.tensor([[-1.5, -2.0]])
     advantages = torch.tensor([[2.0, -1.0]])
     loss, metrics = loss_fn("opmd")(
-        logprobs=logprobs, old_logprobs=old, advantages=advantages, response_mask=torch.ones(1, 2), tau=0.5
+        logprobs=logprobs, old_logprobs=old, advantages=advantages, response_mask=torch.ones(1, 2), tau=0.5,
+        regularize_log_ratio=True,
     )
     # token 0: -2 * -1 + 0.25 * 0.5^2 = 2.0625;  token 1: -(-1) * -2 + 0 = -2;  mean = 0.03125
     assert loss.item() == pytest.approx(0.03125, abs=1e-6)
@@ -274,6 +275,7 @@ def test_mix_weights_rl_on_policy_rows_and_sft_on_expert_rows():
         response_mask=mask,
         expert_mask=expert,
         mu=0.25,
+        exact_part_means=True,
     )
     # ratio 1, so rl token-mean over on-policy tokens = (-1 - 1 + 1) / 3 = -1/3
     # sft over the expert row = (2 + 4) / 2 = 3;  loss = 0.75 * (-1/3) + 0.25 * 3 = 0.5
@@ -292,6 +294,7 @@ def test_mix_without_expert_rows_is_the_scaled_rl_loss():
         response_mask=mask,
         expert_mask=torch.zeros(3, dtype=torch.bool),
         mu=0.25,
+        exact_part_means=True,
     )
     # rl over all 5 tokens: (-1 - 1 + 1 - 7 - 7) / 5 = -3;  0.75 * -3
     assert loss.item() == pytest.approx(-2.25, abs=1e-6)
@@ -347,6 +350,7 @@ def test_every_loss_is_zero_for_an_all_zero_mask(name):
     logprobs = leaf([[-1.0, -0.5, -2.0]] * 4)
     loss, metrics = call_any_loss(name, logprobs, logprobs.detach() - 0.3, torch.zeros(4, 3))
     loss.backward()
-    assert loss.item() == 0.0
+    # dpo counts every pair, as Trinity-RFT does: a pair of empty rows has margin 0, loss ln 2
+    assert loss.item() == pytest.approx(math.log(2.0) if name == "dpo" else 0.0)
     assert torch.equal(logprobs.grad, torch.zeros_like(logprobs))
     assert all(math.isfinite(value) for value in metrics.values())

@@ -71,10 +71,10 @@ def test_the_same_algorithm_outside_bench_is_still_an_error(write_config):
     ({"policy_loss_fn_args": {"clip_range_lo": 0.1}},
      ["algorithm.policy_loss_fn_args", "Did you mean 'clip_range_low'", "clip_ratio_c"]),
     ({"advantage_fn": "ppo", "advantage_fn_args": {"epsilon": 1e-5}},  # ppo's estimator takes gamma/lam, not epsilon
-     ["algorithm.advantage_fn_args", "unknown argument 'epsilon'", "gamma, lam, whiten"]),
+     ["algorithm.advantage_fn_args", "unknown argument 'epsilon'", "gamma, lam, skip_masked_tokens, whiten"]),
     ({"kl_loss_fn_args": {"kl_coeff": 0.1}}, ["algorithm.kl_loss_fn_args", "Did you mean 'kl_coef'"]),
-    ({"kl_penalty_fn_args": {"kl_coef": 0.1, "target_kl": 0.2}},
-     ["algorithm.kl_penalty_fn_args", "unknown argument 'target_kl'", "Valid arguments: kl_coef."]),
+    ({"kl_penalty_fn_args": {"kl_coef": 0.1, "adaptive": True, "target_kl": 0.2}},
+     ["algorithm.kl_penalty_fn_args.horizon", "adaptive KL needs target_kl and horizon"]),
     ({"kl_loss_fn_args": {"kl_coef": -0.1}}, ["algorithm.kl_loss_fn_args.kl_coef: must be at least 0, got -0.1"]),
     ({"entropy_loss_fn_args": {"entropy_coeff": 0.01}}, ["algorithm.entropy_loss_fn_args", "Did you mean 'entropy_coef'"]),
     ({"entropy_loss_fn_args": {"entropy_coef": "high"}}, ["algorithm.entropy_loss_fn_args.entropy_coef", "expected a number"]),
@@ -255,3 +255,48 @@ def test_plugin_dir_argument_feeds_prepare(write_config, tmp_path):
     assert args.plugin_dir == [str(tmp_path / "empty_plugins")] * 2
     (stage,) = prepare(args.config, args.overrides, plugin_dirs=args.plugin_dir)
     assert stage.config.algorithm.repeat_times == 2
+
+
+# ---------------------------------------------------------------- names and arguments of the reference system
+
+
+def test_reference_kl_arguments_and_names_pass(write_config):
+    (stage,) = prepare(write_config({"algorithm": {
+        "algorithm_type": "grpo_verl", "repeat_times": 4,
+        "kl_penalty_fn": "k3", "kl_penalty_fn_args": {"kl_coef": 0.01, "adaptive": True, "target_kl": 0.1,
+                                                      "horizon": 10000},
+        "kl_loss_fn": "corrected_k3", "kl_loss_fn_args": {"kl_coef": 0.001, "adaptive": False},
+        "loss_agg_mode": "seq-mean-token-sum-norm",
+    }}))
+    assert stage.config.algorithm.kl_penalty_fn_args["adaptive"] is True
+    notes = [note.key for note in stage.notes if note.kind == "unused"]
+    assert "algorithm.kl_loss_fn_args.adaptive" in notes
+
+
+def test_warmup_sample_strategy_is_the_default_one(write_config):
+    (stage,) = prepare(write_config({"algorithm": {"sample_strategy": "warmup"}}))
+    assert stage.config.algorithm.sample_strategy == "default"
+    assert any(note.key == "algorithm.sample_strategy" and note.kind == "deprecated" for note in stage.notes)
+
+
+@pytest.mark.parametrize("algorithm", [
+    {"algorithm_type": "multi_step_grpo", "advantage_fn": "step_wise_grpo",
+     "advantage_fn_args": {"std_cal_level": "batch", "std_threshold": 0.0001, "enable_step_norm": True}},
+    {"advantage_fn_args": {"std_cal_level": "batch", "rank_penalty": 0.1, "std_threshold": 0.0,
+                           "duplicate_experiences": True}},
+    {"algorithm_type": "opmd", "advantage_fn": "opmd_verl", "advantage_fn_args": {"opmd_baseline": "logavgexp"}},
+    {"algorithm_type": "asymre", "advantage_fn": "asymre_verl"},
+    {"algorithm_type": "jsd", "advantage_fn_args": {"temperature": 2.0, "chunk_size": 128}},
+    {"policy_loss_fn_args": {"enable_sequence_masking": True, "delta_sequence_masking": 0.1,
+                             "fallback_to_policy_gradient": True}},
+    {"algorithm_type": "cispo", "policy_loss_fn_args": {"enable_mask_clip": True, "mask_clip_range_low": 1.0,
+                                                        "mask_clip_range_high": 0.28}},
+    {"algorithm_type": "mix", "policy_loss_fn_args": {"grpo_loss_agg_mode": "token-mean"}},
+], ids=["step-wise-grpo", "grpo-args", "opmd-verl", "asymre-verl", "jsd-args", "ppo-args", "cispo-args", "mix-args"])
+def test_reference_names_and_arguments_are_accepted(write_config, algorithm):
+    patch = {"algorithm": {"repeat_times": 4, **algorithm}}
+    if algorithm.get("algorithm_type") == "mix":
+        patch["buffer"] = {"trainer_input": {"auxiliary_buffers": SFT_DATA}}
+    if algorithm.get("algorithm_type") == "jsd":
+        patch["explorer"] = {"auxiliary_models": [{"model_path": "/models/teacher"}]}
+    prepare(write_config(patch))

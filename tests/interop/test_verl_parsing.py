@@ -112,10 +112,31 @@ def test_kl_in_reward_and_unknown_sections():
     )
     algorithm = conversion.config["algorithm"]
     assert algorithm["kl_penalty_fn"] == "k2"
-    assert algorithm["kl_penalty_fn_args"] == {"kl_coef": 0.01}
+    assert algorithm["kl_penalty_fn_args"] == {"kl_coef": 0.01, "adaptive": False}
     by_key = {line.source: line for line in conversion.report}
     assert by_key["ray_init.num_cpus"].action == IGNORED
     assert "default_reward_fn_type" in by_key["custom_reward_function.path"].detail
+
+
+def test_adaptive_kl_controller_maps_to_the_penalty_arguments():
+    conversion = convert_arguments(
+        ["algorithm.use_kl_in_reward=True", "algorithm.kl_ctrl.type=adaptive", "algorithm.kl_ctrl.target_kl=0.05"]
+    )
+    # horizon is veRL's default, 10000
+    assert conversion.config["algorithm"]["kl_penalty_fn_args"] == {"adaptive": True, "target_kl": 0.05, "horizon": 10000}
+
+
+def test_kl_controller_without_kl_in_reward_is_reported_ignored():
+    conversion = convert_arguments(["algorithm.kl_ctrl.type=adaptive", "algorithm.kl_ctrl.horizon=500"])
+    by_key = {line.source: line for line in conversion.report}
+    assert by_key["algorithm.kl_ctrl.type"].action == IGNORED
+    assert by_key["algorithm.kl_ctrl.horizon"].action == IGNORED
+    assert "kl_penalty_fn_args" not in conversion.config["algorithm"]
+
+
+def test_unknown_kl_controller_is_a_clear_error():
+    with pytest.raises(UserError, match="algorithm.kl_ctrl.type=pid has no trivium equivalent"):
+        convert_arguments(["algorithm.use_kl_in_reward=True", "algorithm.kl_ctrl.type=pid"])
 
 
 def test_val_kwargs_reach_every_eval_taskset():

@@ -20,10 +20,18 @@ and ``needs_teacher`` / ``needs_entropy`` ones need those tensors from the train
 
 Single-sample groups follow veRL's convention: the group's mean is taken as 0 and its
 standard deviation as 1, so the lone sample's advantage is its own score.
+
+Some estimators also decide which rows to train on at all. They carry a ``kept_rows``
+companion, read with ``row_selection``: called with the same keyword arguments, it returns
+the row indices to keep, (K,) long, possibly repeating rows, or None for all of them (grpo
+and multi_step_grpo with ``std_threshold``). Others narrow the response mask instead of
+zeroing advantages; their ``response_mask_fn`` companion, read with ``response_mask_filter``,
+returns the (B, R) mask every loss term then uses (clipb, clipv).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -84,6 +92,21 @@ def requires_groups(fn: AdvantageFn) -> bool:
 def requires_episodes(fn: AdvantageFn) -> bool:
     """True if ``fn`` takes ``episode_ids`` (B,): rows that are steps of one episode."""
     return bool(getattr(fn, "needs_episodes", False))
+
+
+def row_selection(fn: AdvantageFn) -> Callable[..., torch.Tensor | None] | None:
+    """``fn``'s companion choosing the rows to keep (see the module docstring), or None."""
+    return getattr(fn, "kept_rows", None)
+
+
+def response_mask_filter(fn: AdvantageFn) -> Callable[..., torch.Tensor] | None:
+    """``fn``'s companion returning the narrowed (B, R) response mask, or None."""
+    return getattr(fn, "response_mask_fn", None)
+
+
+def requires_sequence_logprobs(fn: AdvantageFn) -> bool:
+    """True if ``fn`` may read ``sequence_logprobs`` (B,): each row's mean sampling logprob."""
+    return bool(getattr(fn, "needs_sequence_logprobs", False))
 
 
 def requires_critic(fn: AdvantageFn) -> bool:
@@ -167,6 +190,58 @@ def _broadcast(per_sequence: torch.Tensor, response_mask: torch.Tensor) -> torch
     return per_sequence.unsqueeze(-1) * response_mask.float()
 
 
+STD_CAL_LEVELS = ("group", "batch")
+
+
+def batch_spread(scores: torch.Tensor) -> float:
+    """The sample std of every score of the batch, 1.0 for fewer than two (std_cal_level: batch)."""
+    return float(scores.std()) if scores.numel() > 1 else 1.0
+
+
+def rank_penalized_scores(
+    scores: torch.Tensor, group_ids: torch.Tensor, sequence_logprobs: torch.Tensor, rank_penalty: float
+) -> torch.Tensor:
+    """Scores of groups of several rows scaled down by how likely the sampler found the row
+    (He et al., 2025, arXiv:2506.02355): s' = s * (1 - rank / n * penalty), rank 0 for the
+    group's least likely row (lowest mean logprob) up to n - 1 for its likeliest. (B,) in and out.
+    """
+    adjusted = scores.clone()
+    for group in torch.unique(group_ids):
+        rows = (group_ids == group).nonzero(as_tuple=True)[0]
+        if len(rows) < 2:
+            continue
+        # rank_i / n, rank by mean logprob within the group
+        rank = torch.argsort(torch.argsort(sequence_logprobs[rows].float())).float() / len(rows)
+        # s'_i = s_i * (1 - rank_i / n * penalty)
+        adjusted[rows] = scores[rows] * (1.0 - rank * rank_penalty)
+    return adjusted
+
+
+def flat_or_lone_groups(stats: GroupStats, std_threshold: float | None) -> torch.Tensor:
+    """(B,) bool: rows of groups with one sample or a spread at most ``std_threshold``."""
+    if std_threshold is None:
+        return torch.zeros_like(stats.size, dtype=torch.bool)
+    return (stats.size <= 1) | (stats.std <= std_threshold)
+
+
+def kept_rows_of_groups(
+    dropped: torch.Tensor, group_ids: torch.Tensor, duplicate_experiences: bool
+) -> torch.Tensor | None:
+    """(K,) long: the rows not ``dropped`` (B,) bool, in order; with ``duplicate_experiences``
+    followed by every row of randomly drawn kept groups, one group per dropped group, so the
+    batch keeps its number of groups (Polaris). None when nothing is dropped."""
+    if not bool(dropped.any()):
+        return None
+    kept = (~dropped).nonzero(as_tuple=True)[0]
+    if not duplicate_experiences or kept.numel() == 0:
+        return kept
+    kept_groups = list(dict.fromkeys(group_ids[kept].tolist()))
+    dropped_count = len(set(group_ids[dropped].tolist()))
+    drawn = torch.randint(0, len(kept_groups), (dropped_count,)).tolist()
+    copies = [(group_ids == kept_groups[i]).nonzero(as_tuple=True)[0] for i in drawn]
+    return torch.cat([kept, *copies])
+
+
 @register_advantage_fn("grpo", needs_group=True)
 @no_grad
 def grpo_advantages(
@@ -174,26 +249,84 @@ def grpo_advantages(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
     group_ids: torch.Tensor | None = None,
+    sequence_logprobs: torch.Tensor | None = None,
     epsilon: float = 1e-6,
     std_normalize: bool = True,
     std_threshold: float | None = None,
+    duplicate_experiences: bool = False,
+    rank_penalty: float | None = None,
+    std_cal_level: str = "group",
     **_ignored,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Group-relative advantage: each score compared with its group's mean (and spread).
 
     A group of one sample takes mean 0 and std 1 (veRL's convention), so its advantage is
     s / (1 + epsilon). Groups whose scores are all equal get 0. ``std_normalize=False``
-    keeps only the mean subtraction (the "Dr. GRPO" variant). With ``std_threshold`` set, a
-    group of several samples whose std is at most the threshold carries no signal and gets 0.
-    Computed by the explorer. Returns (advantages, returns), both (B, R) and equal.
+    keeps only the mean subtraction (the "Dr. GRPO" variant). ``std_cal_level='batch'``
+    divides by the sample std of every score of the batch instead of the group's (the mean
+    stays the group's). ``rank_penalty`` scales each score of a group of several down by its
+    likelihood rank (``rank_penalized_scores``; needs ``sequence_logprobs`` (B,)).
+    ``std_threshold`` drops (see ``grpo_kept_rows``) every group of one sample and every group
+    whose std is at most the threshold; ``duplicate_experiences`` refills the batch with
+    copies of kept groups. Computed by the explorer. Returns (advantages, returns), both
+    (B, R) and equal, for every row.
     """
-    scores, stats = _group_scores("grpo", token_level_rewards, response_mask, group_ids)
-    per_sequence = normalized_group_scores(scores, stats, epsilon=epsilon, std_normalize=std_normalize)
-    if std_threshold is not None:
-        # a_i = 0 where n_g > 1 and std_g <= threshold
-        flat = (stats.size > 1) & (stats.std <= std_threshold)
-        per_sequence = torch.where(flat, torch.zeros_like(per_sequence), per_sequence)
+    if std_cal_level not in STD_CAL_LEVELS:
+        raise ValueError(f"grpo: std_cal_level must be 'group' or 'batch', got {std_cal_level!r}")
+    scores, stats = _grpo_scores(token_level_rewards, response_mask, group_ids, sequence_logprobs, rank_penalty)
+    mean, std = single_sample_convention(stats)
+    if std_cal_level == "batch":
+        std = torch.full_like(std, batch_spread(_sequence_scores(token_level_rewards)))
+    if std_normalize:
+        # a_i = (s_i - mean_g) / (std + epsilon), std = std_g or std_batch
+        per_sequence = (scores - mean) / (std + epsilon)
+    else:
+        # a_i = s_i - mean_g
+        per_sequence = scores - mean
     return _group_advantages(per_sequence, response_mask)
+
+
+def _grpo_scores(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: torch.Tensor | None,
+    sequence_logprobs: torch.Tensor | None,
+    rank_penalty: float | None,
+) -> tuple[torch.Tensor, GroupStats]:
+    scores, stats = _group_scores("grpo", token_level_rewards, response_mask, group_ids)
+    if rank_penalty is None:
+        return scores, stats
+    sequence_logprobs = _require(
+        sequence_logprobs, "sequence_logprobs", "grpo", "rank_penalty ranks each row by its mean sampling logprob"
+    )
+    scores = rank_penalized_scores(scores, group_ids, sequence_logprobs, rank_penalty)
+    return scores, group_stats(scores, group_ids)
+
+
+@no_grad
+def grpo_kept_rows(
+    *,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: torch.Tensor | None = None,
+    sequence_logprobs: torch.Tensor | None = None,
+    std_threshold: float | None = None,
+    duplicate_experiences: bool = False,
+    rank_penalty: float | None = None,
+    **_ignored,
+) -> torch.Tensor | None:
+    """The rows grpo trains on: without ``std_threshold`` all of them (None); with it, the rows
+    of groups of several samples whose std (of the rank-penalised scores) is above the
+    threshold, then, with ``duplicate_experiences``, copies of randomly drawn kept groups, one
+    per dropped group. (K,) long row indices."""
+    if std_threshold is None:
+        return None
+    _, stats = _grpo_scores(token_level_rewards, response_mask, group_ids, sequence_logprobs, rank_penalty)
+    return kept_rows_of_groups(flat_or_lone_groups(stats, std_threshold), group_ids, duplicate_experiences)
+
+
+grpo_advantages.kept_rows = grpo_kept_rows
+grpo_advantages.needs_sequence_logprobs = True
 
 
 @register_advantage_fn("grpo_verl", needs_group=True, in_trainer=True)
@@ -229,12 +362,18 @@ def rloo_advantages(
     """REINFORCE leave-one-out: the baseline of a sample is the mean of the other samples.
 
     A group of one sample has no other samples: its baseline is 0 (veRL's convention).
+    Computed by the explorer, from the rewards a step's whole groups earned (serve mode's
+    commits too); ``rloo_verl`` is the same estimator computed by the trainer after any KL
+    penalty in the reward, Trinity-RFT's order. Without such a penalty the two are equal.
     Returns (advantages, returns), both (B, R) and equal.
     """
     scores, stats = _group_scores("rloo", token_level_rewards, response_mask, group_ids)
     # a_i = s_i - (sum_g - s_i) / (n - 1); the sum of no other samples is 0
     leave_one_out_mean = (stats.total - scores) / (stats.size - 1).clamp_min(1)
     return _group_advantages(scores - leave_one_out_mean, response_mask)
+
+
+OPMD_BASELINES = ("mean", "logavgexp")
 
 
 @register_advantage_fn("opmd", needs_group=True)
@@ -244,31 +383,56 @@ def opmd_advantages(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
     group_ids: torch.Tensor | None = None,
-    baseline: str = "mean",
+    opmd_baseline: str | None = None,
+    baseline: str | None = None,
     tau: float = 1.0,
     **_ignored,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Group baseline for online policy mirror descent, without std scaling.
 
-    ``baseline="mean"``: b_g = mean of the group's scores.
-    ``baseline="logavgexp"``: b_g = tau * log(mean(exp(s / tau))), an estimate of
-    tau * log Z of the KL-regularised optimal policy; it tends to the mean as tau grows
-    and to the group maximum as tau shrinks.
-    A group of one sample takes baseline 0, as in the other group estimators.
+    ``opmd_baseline`` (or its other spelling ``baseline``), default "mean":
+    "mean": b_g = mean of the group's scores.
+    "logavgexp": b_g = tau * log(mean(exp(s / tau))), an estimate of tau * log Z of the
+    KL-regularised optimal policy; it tends to the mean as tau grows and to the group maximum
+    as tau shrinks. A group of one sample takes baseline 0, as in the other group estimators.
     """
+    choice = _opmd_baseline_choice(opmd_baseline, baseline)
     scores, stats = _group_scores("opmd", token_level_rewards, response_mask, group_ids)
-    if baseline == "mean":
+    if choice == "mean":
         group_baseline, _ = single_sample_convention(stats)
-    elif baseline == "logavgexp":
+    else:
         if tau <= 0:
             raise ValueError(f"opmd advantage: tau must be > 0 for the logavgexp baseline, got {tau}")
         group_baseline = torch.where(
             stats.size > 1, group_logavgexp(scores, group_ids, tau), torch.zeros_like(scores)
         )
-    else:
-        raise ValueError(f"opmd advantage: baseline must be 'mean' or 'logavgexp', got '{baseline}'")
     # a_i = s_i - b_g
     return _group_advantages(scores - group_baseline, response_mask)
+
+
+def _opmd_baseline_choice(opmd_baseline: str | None, baseline: str | None) -> str:
+    if opmd_baseline is not None and baseline is not None and opmd_baseline != baseline:
+        raise ValueError(f"opmd advantage: opmd_baseline={opmd_baseline!r} and baseline={baseline!r} disagree; set one")
+    choice = opmd_baseline or baseline or "mean"
+    if choice not in OPMD_BASELINES:
+        raise ValueError(f"opmd advantage: opmd_baseline must be 'mean' or 'logavgexp', got {choice!r}")
+    return choice
+
+
+def computed_in_trainer(name: str, fn: AdvantageFn) -> AdvantageFn:
+    """Register under ``name`` the form of group estimator ``fn`` that the trainer computes, on
+    the token rewards after any KL penalty (Trinity-RFT's ``*_verl`` estimators): same
+    arguments, same numbers."""
+
+    @functools.wraps(fn)
+    def in_trainer(**kwargs):
+        return fn(**kwargs)
+
+    return register_advantage_fn(name, needs_group=True, in_trainer=True)(in_trainer)
+
+
+computed_in_trainer("opmd_verl", opmd_advantages)
+computed_in_trainer("rloo_verl", rloo_advantages)
 
 
 @register_advantage_fn("ppo", needs_critic=True)
@@ -281,19 +445,25 @@ def gae_advantages(
     gamma: float = 1.0,
     lam: float = 1.0,
     whiten: bool = True,
+    skip_masked_tokens: bool = False,
     **_ignored,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalised advantage estimation with critic values, whitened over the masked batch.
 
-    Positions outside the mask (padding, or tool/environment tokens in multi-turn rows) are
-    skipped: the recursion carries the next kept token's value and advantage across them.
-    Returns: advantages (B, R), whitened unless ``whiten=False``; returns = raw GAE + values.
+    By default (veRL's and Trinity-RFT's recursion) every position takes part, a position
+    outside the mask (padding, or a tool/environment token inside a multi-turn row) with
+    value 0, as veRL's critic reports it there. ``skip_masked_tokens=True`` skips such
+    positions instead: the recursion carries the next kept token's value and advantage across
+    them, so an environment turn does not break the bootstrap. Both agree on rows whose mask
+    has no holes. Returns: advantages (B, R), whitened unless ``whiten=False``;
+    returns = raw GAE + values, both 0 outside the mask.
     """
     _check_inputs(token_level_rewards, response_mask)
     values = _require(values, "values", "ppo", "GAE bootstraps from the critic's value estimates")
     rewards = token_level_rewards.float()
-    values = values.float()
     mask = response_mask.float()
+    # V_t = 0 outside the mask
+    values = values.float() * mask
     batch_size, response_length = rewards.shape
     next_value = torch.zeros(batch_size, device=rewards.device)
     next_advantage = torch.zeros(batch_size, device=rewards.device)
@@ -304,7 +474,7 @@ def gae_advantages(
         # A_t = delta_t + gamma * lam * A_{t+1}
         advantage = delta + gamma * lam * next_advantage
         advantages[:, t] = advantage
-        keep = mask[:, t]
+        keep = mask[:, t] if skip_masked_tokens else torch.ones_like(mask[:, t])
         next_advantage = keep * advantage + (1 - keep) * next_advantage
         next_value = keep * values[:, t] + (1 - keep) * next_value
     # G_t = A_t + V_t
@@ -321,12 +491,14 @@ def reinforce_plus_plus_advantages(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
     gamma: float = 1.0,
+    skip_masked_tokens: bool = False,
     **_ignored,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Discounted reward-to-go per token, whitened over the masked batch (no critic).
 
-    Masked positions are skipped the same way as in GAE: the running return passes over them
-    unchanged. Returns: advantages (B, R) whitened; returns (B, R) the raw discounted returns.
+    Every position is discounted, as in Trinity-RFT; ``skip_masked_tokens=True`` lets the
+    running return pass over positions outside the mask unchanged, as in GAE's option.
+    Returns: advantages (B, R) whitened; returns (B, R) the raw discounted returns.
     """
     _check_inputs(token_level_rewards, response_mask)
     rewards = token_level_rewards.float()
@@ -337,7 +509,8 @@ def reinforce_plus_plus_advantages(
         # G_t = r_t + gamma * G_{t+1}
         current = rewards[:, t] + gamma * running
         returns[:, t] = current
-        running = mask[:, t] * current + (1 - mask[:, t]) * running
+        keep = mask[:, t] if skip_masked_tokens else torch.ones_like(mask[:, t])
+        running = keep * current + (1 - keep) * running
     returns = returns * mask
     advantages = masked_whiten(returns, mask) * mask
     return advantages, returns

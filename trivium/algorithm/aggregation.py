@@ -2,8 +2,9 @@
 
 Owns ``masked_sum``, ``masked_mean``, ``masked_whiten``, ``aggregate_loss`` and
 ``aggregation_denominator``. Every other algorithm module reduces through these, so the
-rule for empty masks lives here only: a reduction over no tokens is 0 (never NaN), and rows
-without tokens do not count as rows.
+rules for empty masks live here only: a reduction over no tokens is 0 (never NaN). The
+sequence means count every row, an all-masked row as a 0 (Trinity-RFT's rule); the
+``-nonempty`` modes leave such rows out of the mean instead.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ if TYPE_CHECKING:
 else:
     torch = lazy_module("torch", globals())
 
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
+LOSS_AGG_MODES = (
+    "token-mean",
+    "seq-mean-token-sum",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum-norm",
+    "seq-mean-token-sum-nonempty",
+    "seq-mean-token-mean-nonempty",
+)
 
 # Smallest denominator used where a count may be 0; the result is then forced to 0 anyway.
 _TINY = 1e-12
@@ -77,33 +85,51 @@ def aggregate_loss(values: torch.Tensor, mask: torch.Tensor, mode: str = "token-
 
     values, mask: (B, R). Modes:
       - ``token-mean``: every unmasked token in the batch weighs the same.
-      - ``seq-mean-token-sum``: sum over each sequence's tokens, then mean over sequences.
-      - ``seq-mean-token-mean``: mean over each sequence's tokens, then mean over sequences.
-    Sequences whose mask is empty are left out of the sequence mean; an empty batch gives 0.
+      - ``seq-mean-token-sum``: sum over each sequence's tokens, then mean over all B rows.
+      - ``seq-mean-token-mean``: mean over each sequence's tokens, then mean over all B rows.
+      - ``seq-mean-token-sum-norm``: sum over every unmasked token, divided by R (the padded
+        response length, a constant: Dr. GRPO's normaliser).
+      - ``seq-mean-token-sum-nonempty`` / ``seq-mean-token-mean-nonempty``: as the two
+        sequence means, over the rows that have tokens only.
+    In the sequence means an all-masked row counts as a row whose loss is 0. An empty batch
+    gives 0.
     """
     if mode == "token-mean":
         return masked_mean(values, mask)
-    if mode not in LOSS_AGG_MODES:
-        raise UserError(f"Unknown loss_agg_mode '{mode}'. Choose one of: {', '.join(LOSS_AGG_MODES)}.")
+    _check_mode(mode)
     mask = mask.to(values.dtype)
-    has_tokens = (mask.sum(dim=-1) > 0).to(values.dtype)
-    if mode == "seq-mean-token-sum":
+    if mode == "seq-mean-token-sum-norm":
+        # loss = sum_{i,t} v * m / R
+        return masked_sum(values, mask) / max(values.shape[-1], 1)
+    if mode.startswith("seq-mean-token-sum"):
         per_sequence = masked_sum(values, mask, dim=-1)
     else:
         per_sequence = masked_mean(values, mask, dim=-1)
-    # loss = mean over non-empty sequences of their per-sequence reduction
-    return masked_mean(per_sequence, has_tokens)
+    if mode.endswith("-nonempty"):
+        # loss = mean over non-empty sequences of their per-sequence reduction
+        return masked_mean(per_sequence, (mask.sum(dim=-1) > 0).to(values.dtype))
+    # loss = (1 / B) * sum_i per_sequence_i, an all-masked row contributing 0
+    return masked_mean(per_sequence, torch.ones_like(per_sequence))
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in LOSS_AGG_MODES:
+        raise UserError(f"Unknown loss_agg_mode '{mode}'. Choose one of: {', '.join(LOSS_AGG_MODES)}.")
 
 
 def aggregation_denominator(mask: torch.Tensor, mode: str = "token-mean") -> int:
-    """What ``aggregate_loss`` divides by: unmasked tokens (token-mean) or non-empty sequences.
+    """What ``aggregate_loss`` divides by: unmasked tokens (token-mean), rows (the sequence
+    means), non-empty rows (``-nonempty``) or the padded response length (``-norm``).
 
     When a batch is split into micro-batches for gradient accumulation, scaling each
     micro-batch loss by ``denominator(micro) / denominator(whole batch)`` makes the summed
     gradients equal to those of the whole batch in one piece.
     """
-    if mode not in LOSS_AGG_MODES:
-        raise UserError(f"Unknown loss_agg_mode '{mode}'. Choose one of: {', '.join(LOSS_AGG_MODES)}.")
+    _check_mode(mode)
     if mode == "token-mean":
         return int((mask != 0).sum())
-    return int((mask.sum(dim=-1) > 0).sum())
+    if mode == "seq-mean-token-sum-norm":
+        return int(mask.shape[-1])
+    if mode.endswith("-nonempty"):
+        return int((mask.sum(dim=-1) > 0).sum())
+    return int(mask.shape[0])

@@ -34,6 +34,8 @@ BATCH_INPUTS = frozenset(
         "teacher_logprobs",
         "global_step",
         "expected_entropy_signal",
+        "episode_ids",
+        "sequence_logprobs",
     }
 )
 

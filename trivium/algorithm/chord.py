@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from trivium.algorithm.aggregation import aggregate_loss
 from trivium.algorithm.policy_losses import (
     POLICY_LOSS_FNS,
-    REFERENCE_BATCH_ARGS,
     _item,
+    part_weights,
     ppo_policy_loss,
     sft_loss,
 )
@@ -102,14 +102,24 @@ def mix_chord_loss(
     clip_range_low: float | None = None,
     clip_range_high: float | None = None,
     sft_loss_agg_mode: str | None = None,
+    grpo_loss_agg_mode: str | None = None,
+    use_dynamic_bsz: bool | None = None,
+    ppo_mini_batch_size: int = 1,
+    ppo_micro_batch_size_per_gpu: int = 1,
+    ngpus_trainer: int = 1,
+    train_batch_size_usual: int = 1,
+    train_batch_size_expert: int = 1,
+    exact_part_means: bool = False,
     **_ignored,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """L = (1 - mu_t) * L_ppo(on-policy rows) + mu_t * L_sft(expert rows), mu_t from ``mu_schedule``.
 
     expert_mask: (B,) bool marking expert rows; global_step: the trainer's step, for mu_t.
     The SFT part is sft_phi when ``enable_phi_function`` (CHORD-phi), else plain sft. Each
-    part is aggregated over its own rows (the SFT part with ``sft_loss_agg_mode`` when set);
-    a part without rows contributes 0.
+    part is computed on its own rows (the PPO part aggregated with ``grpo_loss_agg_mode``,
+    the SFT part with ``sft_loss_agg_mode``, both defaulting to loss_agg_mode) and, unless
+    ``exact_part_means``, weighted by its row count times Trinity-RFT's per-row weight, as
+    in ``mix`` (see ``part_weights``). A part without rows contributes 0.
     Metrics: the parts' metrics prefixed ``rl/`` and ``sft/``, mu, expert_fraction.
     """
     if expert_mask is None:
@@ -117,22 +127,37 @@ def mix_chord_loss(
     mu = mu_schedule(
         step=global_step, warmup_steps=mu_warmup_steps, decay_steps=mu_decay_steps, peak=mu_peak, valley=mu_valley
     )
-    is_expert = expert_mask.bool().unsqueeze(-1)
-    mask = response_mask.float()
-    rl_loss, rl_metrics = ppo_policy_loss(
-        logprobs=logprobs,
-        old_logprobs=old_logprobs,
-        advantages=advantages,
-        response_mask=mask * (~is_expert).float(),
-        loss_agg_mode=loss_agg_mode,
-        clip_range=clip_range,
-        clip_range_low=clip_range_low,
-        clip_range_high=clip_range_high,
-    )
+    expert = expert_mask.bool()
+    usual = ~expert
+    zero = logprobs.new_zeros(())
+    rl_loss, rl_metrics = zero, {}
+    if bool(usual.any()):
+        rl_loss, rl_metrics = ppo_policy_loss(
+            logprobs=logprobs[usual],
+            old_logprobs=old_logprobs[usual],
+            advantages=advantages[usual],
+            response_mask=response_mask[usual],
+            loss_agg_mode=grpo_loss_agg_mode or loss_agg_mode,
+            clip_range=clip_range,
+            clip_range_low=clip_range_low,
+            clip_range_high=clip_range_high,
+        )
     sft_fn = sft_phi_loss if enable_phi_function else sft_loss
-    expert_loss, sft_metrics = sft_fn(
-        logprobs=logprobs, response_mask=mask * is_expert.float(), loss_agg_mode=sft_loss_agg_mode or loss_agg_mode
-    )
+    expert_loss, sft_metrics = zero, {}
+    if bool(expert.any()):
+        expert_loss, sft_metrics = sft_fn(
+            logprobs=logprobs[expert], response_mask=response_mask[expert],
+            loss_agg_mode=sft_loss_agg_mode or loss_agg_mode,
+        )
+    if not exact_part_means:
+        weight_usual, weight_expert = part_weights(
+            batch_rows=logprobs.shape[0], use_dynamic_bsz=use_dynamic_bsz, ppo_mini_batch_size=ppo_mini_batch_size,
+            ppo_micro_batch_size_per_gpu=ppo_micro_batch_size_per_gpu, ngpus_trainer=ngpus_trainer,
+            train_batch_size_usual=train_batch_size_usual, train_batch_size_expert=train_batch_size_expert,
+        )
+        # L_rl <- n_usual * w_usual * L_rl;  L_sft <- n_expert * w_expert * L_sft
+        rl_loss = rl_loss * float(usual.sum()) * weight_usual
+        expert_loss = expert_loss * float(expert.sum()) * weight_expert
     # L = (1 - mu) * L_rl + mu * L_sft
     loss = (1.0 - mu) * rl_loss + mu * expert_loss
     metrics = {f"rl/{name}": value for name, value in rl_metrics.items()}
@@ -143,5 +168,5 @@ def mix_chord_loss(
 
 
 mix_chord_loss.needs_expert_mask = True
-mix_chord_loss.accepted_unused_args = REFERENCE_BATCH_ARGS
+mix_chord_loss.accepted_unused_args = ("use_token_level_loss_in_sft",)
 POLICY_LOSS_FNS.register("mix_chord", mix_chord_loss)

@@ -78,6 +78,31 @@ def jsd_gradient_weight(student_logprobs: torch.Tensor, teacher_logprobs: torch.
     return (1.0 - lambda_coef) * (student - log_mixture)
 
 
+def jsd_per_token(student_logprobs: torch.Tensor, teacher_logprobs: torch.Tensor, lambda_coef: float) -> torch.Tensor:
+    """Per sampled token, the generalised JSD evaluated at that token alone.
+
+    With s = log q (student) and t = log p (teacher) of the token and
+    log m = logsumexp(log(1 - lambda) + s, log lambda + t):
+    JSD_t = lambda * (t - log m) + (1 - lambda) * (s - log m); lambda = 0 gives s - t (a
+    one-sample KL(student || teacher)), lambda = 1 gives t - s. Shapes: (B, R) in and out.
+    """
+    student = student_logprobs.float()
+    teacher = teacher_logprobs.float()
+    if lambda_coef == 0.0:
+        # JSD_t = s - t
+        return student - teacher
+    if lambda_coef == 1.0:
+        # JSD_t = t - s
+        return teacher - student
+    # log m = logsumexp(log(1 - lambda) + s, log lambda + t)
+    log_mixture = torch.logaddexp(student + math.log1p(-lambda_coef), teacher + math.log(lambda_coef))
+    # JSD_t = lambda * (t - log m) + (1 - lambda) * (s - log m)
+    return lambda_coef * (teacher - log_mixture) + (1.0 - lambda_coef) * (student - log_mixture)
+
+
+JSD_ADVANTAGES = ("divergence", "gradient")
+
+
 @register_advantage_fn("jsd", in_trainer=True, needs_teacher=True)
 @no_grad
 def jsd_advantages(
@@ -88,18 +113,38 @@ def jsd_advantages(
     teacher_logprobs: torch.Tensor | None = None,
     kl_coef: float = 1.0,
     lambda_coef: float = 0.5,
+    temperature: float = 1.0,
+    chunk_size: int | None = None,
+    advantage: str = "divergence",
     **_ignored,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Minus the JSD gradient weight of each sampled token, scaled by kl_coef.
+    """Jensen-Shannon distillation advantages from the student's and teacher's logprobs.
 
-    A symmetric, bounded alternative to on_policy_distill: a token the student finds likelier
-    than the mixture of the two models gets a negative advantage, one it finds less likely a
-    positive one. ``lambda_coef`` weighs the teacher's side of the mixture (0.5 is the
-    symmetric divergence). Returns (advantages, returns), both (B, R) and equal.
+    ``advantage="divergence"`` (Trinity-RFT's): A_t = -kl_coef * JSD_t (``jsd_per_token``), a
+    token the student finds likelier than the mixture gets a negative advantage.
+    ``advantage="gradient"``: A_t = -kl_coef * (1 - lambda) * (s - log m), minus the token's
+    weight in the exact policy gradient of the full JSD (``jsd_gradient_weight``; 0 for
+    lambda 0 or 1). ``temperature`` divides both logprobs before either formula.
+    ``chunk_size`` is accepted for Trinity-RFT configurations; it only bounds memory there,
+    and per-token arithmetic here needs no chunks. Returns (advantages, returns), (B, R).
     """
     _require_teacher("jsd", old_logprobs, teacher_logprobs)
     if not 0.0 <= lambda_coef <= 1.0:
         raise ValueError(f"jsd advantage: lambda_coef must be in [0, 1], got {lambda_coef}")
-    # A_t = -kl_coef * (1 - lambda) * (log q(y_t) - log m(y_t))
-    advantages = -kl_coef * jsd_gradient_weight(old_logprobs, teacher_logprobs, lambda_coef) * response_mask.float()
+    if temperature <= 0:
+        raise ValueError(f"jsd advantage: temperature must be > 0, got {temperature}")
+    if chunk_size is not None and chunk_size <= 0:
+        raise ValueError(f"jsd advantage: chunk_size must be positive, got {chunk_size}")
+    if advantage not in JSD_ADVANTAGES:
+        raise ValueError(f"jsd advantage: advantage must be 'divergence' or 'gradient', got {advantage!r}")
+    # s = log q / T, t = log p / T
+    student = old_logprobs.float() / temperature
+    teacher = teacher_logprobs.float() / temperature
+    if advantage == "divergence":
+        # A_t = -kl_coef * JSD_t
+        per_token = -kl_coef * jsd_per_token(student, teacher, lambda_coef)
+    else:
+        # A_t = -kl_coef * (1 - lambda) * (s - log m)
+        per_token = -kl_coef * jsd_gradient_weight(student, teacher, lambda_coef)
+    advantages = per_token * response_mask.float()
     return advantages, advantages.clone()

@@ -94,11 +94,12 @@ def on_policy_entropy_bonus(
     **_ignored,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The entropy bonus over the policy's own rows only; expert rows (expert_mask (B,) True)
-    are left out, since their tokens were not sampled by the policy. Metrics: entropy.
+    are left out of the aggregation (not counted as rows either), since their tokens were not
+    sampled by the policy. Metrics: entropy.
     """
     if expert_mask is not None:
-        # m'_{i,t} = m_{i,t} * (1 - expert_i)
-        response_mask = response_mask.float() * (~expert_mask.bool()).float().unsqueeze(-1)
+        own = ~expert_mask.bool()
+        entropy, response_mask = entropy[own], response_mask[own]
     return entropy_bonus(
         entropy=entropy, response_mask=response_mask, loss_agg_mode=loss_agg_mode, entropy_coef=entropy_coef
     )

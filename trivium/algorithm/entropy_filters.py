@@ -14,7 +14,11 @@ Computed by the trainer, which passes the current policy's ``logprobs``, ``entro
     fn(*, token_level_rewards (B, R), response_mask (B, R), group_ids (B,), logprobs (B, R),
        entropy (B, R), expected_entropy_signal (B, R), **args) -> (advantages (B, R), returns (B, R))
 
-A dropped token gets advantage 0; it still counts in the loss's token denominator.
+A dropped token leaves the response mask (``clip_target="mask"``, Trinity-RFT's): the trainer
+narrows the mask with the estimator's ``response_mask_fn`` companion, so the token weighs in
+no loss term and in no denominator. ``clip_target="advantage"`` keeps the mask and gives the
+token advantage 0 instead: it still counts in the denominators (and in the KL and entropy
+terms). Only negative-advantage tokens are ever dropped.
 """
 
 from __future__ import annotations
@@ -41,6 +45,78 @@ def entropy_signal(logprobs: torch.Tensor, entropy: torch.Tensor) -> torch.Tenso
     return torch.exp(logprobs) * (entropy.float() + logprobs)
 
 
+CLIP_TARGETS = ("mask", "advantage")
+
+
+def _check_clip_target(clip_target: str) -> None:
+    if clip_target not in CLIP_TARGETS:
+        raise ValueError(f"clip_target must be 'mask' or 'advantage', got {clip_target!r}")
+
+
+def _grpo_token_advantages(
+    name: str, token_level_rewards: torch.Tensor, response_mask: torch.Tensor, group_ids: torch.Tensor | None,
+    epsilon: float,
+) -> torch.Tensor:
+    scores, stats = _group_scores(name, token_level_rewards, response_mask, group_ids)
+    per_sequence = normalized_group_scores(scores, stats, epsilon=epsilon, std_normalize=True)
+    return _broadcast(per_sequence, response_mask)
+
+
+def _population_spread(values: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    count = mask.sum().clamp_min(1.0)
+    # mean = sum(v * m) / n;  std = sqrt(sum((v - mean)^2 * m) / n)
+    mean = (values * mask).sum() / count
+    return mean, torch.sqrt((((values - mean) ** 2) * mask).sum() / count)
+
+
+def clipb_dropped(
+    advantages: torch.Tensor, response_mask: torch.Tensor, logprobs: torch.Tensor, entropy: torch.Tensor, mu: float
+) -> torch.Tensor:
+    """(B, R) bool: negative-advantage tokens whose S lies more than mu (population, batch)
+    standard deviations below the batch mean; none when that deviation is ~0."""
+    mask = response_mask.float()
+    signal = entropy_signal(logprobs, entropy)
+    mean, std = _population_spread(signal, mask)
+    if float(std) < 1e-12:
+        return torch.zeros_like(mask, dtype=torch.bool)
+    # dropped where A < 0 and S - mean_S < -mu * std_S
+    return (advantages < 0) & (mask > 0) & (signal - mean < -mu * std)
+
+
+def clipv_dropped(
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    logprobs: torch.Tensor,
+    entropy: torch.Tensor,
+    expected_entropy_signal: torch.Tensor,
+    mu: float,
+    max_frac: float,
+) -> torch.Tensor:
+    """(B, R) bool: negative-advantage tokens with D = N - S above mu times D's (population,
+    batch) std, at most max(1, int(max_frac * n)) of them (the largest D); none when that std is ~0."""
+    mask = response_mask.float()
+    # D = N - S
+    deviation = expected_entropy_signal.float() - entropy_signal(logprobs, entropy)
+    count = mask.sum().clamp_min(1.0)
+    _, std = _population_spread(deviation, mask)
+    if float(std) < 1e-12:
+        return torch.zeros_like(mask, dtype=torch.bool)
+    candidates = (advantages < 0) & (mask > 0) & (deviation > mu * std)
+    limit = max(int(max_frac * float(count)), 1)
+    if int(candidates.sum()) > limit:
+        # keep only the `limit` largest D among the candidates dropped
+        ranked = deviation.masked_fill(~candidates, -torch.inf).flatten()
+        chosen = torch.zeros_like(ranked, dtype=torch.bool)
+        chosen[torch.topk(ranked, limit).indices] = True
+        candidates = chosen.view_as(deviation)
+    return candidates
+
+
+def _narrowed(response_mask: torch.Tensor, dropped: torch.Tensor, clip_target: str) -> torch.Tensor:
+    # m'_t = m_t * (1 - dropped_t) when the mask is the target, else m_t
+    return response_mask * (~dropped).to(response_mask.dtype) if clip_target == "mask" else response_mask
+
+
 @register_advantage_fn("clipb", needs_group=True, in_trainer=True, needs_entropy=True)
 @no_grad
 def clipb_advantages(
@@ -52,31 +128,52 @@ def clipb_advantages(
     entropy: torch.Tensor | None = None,
     epsilon: float = 1e-6,
     mu: float = 2.5,
+    clip_target: str = "mask",
     **_ignored,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """GRPO advantages (veRL convention); negative-advantage tokens whose entropy signal lies
-    more than ``mu`` standard deviations below the batch mean get advantage 0.
+    more than ``mu`` standard deviations below the batch mean are dropped (``clipb_dropped``).
 
     The mean and (population) standard deviation of S are taken over all response tokens of
-    the batch; when that deviation is ~0, no token is dropped. Positive-advantage tokens are
-    always kept. Returns (advantages, returns); returns keep every token.
+    the batch. Positive-advantage tokens are always kept. With ``clip_target="advantage"`` a
+    dropped token's advantage is 0; with "mask" the advantages are left whole and
+    ``clipb_response_mask`` removes the token. Returns (advantages, returns); returns keep
+    every token.
     """
+    _check_clip_target(clip_target)
     if logprobs is None or entropy is None:
         raise ValueError("advantage_fn 'clipb' needs the current policy's logprobs and entropy (B, R)")
-    scores, stats = _group_scores("clipb", token_level_rewards, response_mask, group_ids)
-    per_sequence = normalized_group_scores(scores, stats, epsilon=epsilon, std_normalize=True)
-    advantages = _broadcast(per_sequence, response_mask)
-    mask = response_mask.float()
-    signal = entropy_signal(logprobs, entropy)
-    count = mask.sum().clamp_min(1.0)
-    # mean_S = sum(S * m) / n;  std_S = sqrt(sum((S - mean_S)^2 * m) / n)
-    mean = (signal * mask).sum() / count
-    std = torch.sqrt((((signal - mean) ** 2) * mask).sum() / count)
-    if float(std) < 1e-12:
+    advantages = _grpo_token_advantages("clipb", token_level_rewards, response_mask, group_ids, epsilon)
+    if clip_target == "mask":
         return advantages, advantages.clone()
-    # drop where A < 0 and S - mean_S < -mu * std_S
-    dropped = (advantages < 0) & (signal - mean < -mu * std)
+    dropped = clipb_dropped(advantages, response_mask, logprobs, entropy, mu)
     return advantages * (~dropped).float(), advantages.clone()
+
+
+@no_grad
+def clipb_response_mask(
+    *,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: torch.Tensor | None = None,
+    logprobs: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
+    epsilon: float = 1e-6,
+    mu: float = 2.5,
+    clip_target: str = "mask",
+    **_ignored,
+) -> torch.Tensor:
+    """The (B, R) response mask without the tokens clipb drops (unchanged for clip_target 'advantage')."""
+    _check_clip_target(clip_target)
+    if clip_target != "mask":
+        return response_mask
+    if logprobs is None or entropy is None:
+        raise ValueError("advantage_fn 'clipb' needs the current policy's logprobs and entropy (B, R)")
+    advantages = _grpo_token_advantages("clipb", token_level_rewards, response_mask, group_ids, epsilon)
+    return _narrowed(response_mask, clipb_dropped(advantages, response_mask, logprobs, entropy, mu), clip_target)
+
+
+clipb_advantages.response_mask_fn = clipb_response_mask
 
 
 @register_advantage_fn("clipv", needs_group=True, in_trainer=True, needs_entropy=True)
@@ -92,32 +189,50 @@ def clipv_advantages(
     epsilon: float = 1e-6,
     mu: float = 8.5,
     max_frac: float = 1e-4,
+    clip_target: str = "mask",
     **_ignored,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """GRPO advantages (veRL convention); negative-advantage tokens with D = N - S above
-    ``mu`` times D's (population, batch) standard deviation get advantage 0. When more than
-    ``max_frac`` of the response tokens would be dropped, only the max(1, max_frac * n) tokens
-    with the largest D are. Returns (advantages, returns); returns keep every token.
+    ``mu`` times D's (population, batch) standard deviation are dropped, at most
+    max(1, max_frac * n) of them, those with the largest D (``clipv_dropped``). With
+    ``clip_target="advantage"`` a dropped token's advantage is 0; with "mask" the advantages
+    are left whole and ``clipv_response_mask`` removes the token.
+    Returns (advantages, returns); returns keep every token.
     """
+    _check_clip_target(clip_target)
     if logprobs is None or entropy is None or expected_entropy_signal is None:
         raise ValueError("advantage_fn 'clipv' needs the current logprobs, entropy and expected_entropy_signal (B, R)")
-    scores, stats = _group_scores("clipv", token_level_rewards, response_mask, group_ids)
-    per_sequence = normalized_group_scores(scores, stats, epsilon=epsilon, std_normalize=True)
-    advantages = _broadcast(per_sequence, response_mask)
-    mask = response_mask.float()
-    # D = N - S
-    deviation = expected_entropy_signal.float() - entropy_signal(logprobs, entropy)
-    count = mask.sum().clamp_min(1.0)
-    mean = (deviation * mask).sum() / count
-    std = torch.sqrt((((deviation - mean) ** 2) * mask).sum() / count)
-    if float(std) < 1e-12:
+    advantages = _grpo_token_advantages("clipv", token_level_rewards, response_mask, group_ids, epsilon)
+    if clip_target == "mask":
         return advantages, advantages.clone()
-    candidates = (advantages < 0) & (mask > 0) & (deviation > mu * std)
-    limit = max(int(max_frac * float(count)), 1)
-    if int(candidates.sum()) > limit:
-        # keep only the `limit` largest D among the candidates dropped
-        ranked = deviation.masked_fill(~candidates, -torch.inf).flatten()
-        chosen = torch.zeros_like(ranked, dtype=torch.bool)
-        chosen[torch.topk(ranked, limit).indices] = True
-        candidates = chosen.view_as(deviation)
-    return advantages * (~candidates).float(), advantages.clone()
+    dropped = clipv_dropped(advantages, response_mask, logprobs, entropy, expected_entropy_signal, mu, max_frac)
+    return advantages * (~dropped).float(), advantages.clone()
+
+
+@no_grad
+def clipv_response_mask(
+    *,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: torch.Tensor | None = None,
+    logprobs: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
+    expected_entropy_signal: torch.Tensor | None = None,
+    epsilon: float = 1e-6,
+    mu: float = 8.5,
+    max_frac: float = 1e-4,
+    clip_target: str = "mask",
+    **_ignored,
+) -> torch.Tensor:
+    """The (B, R) response mask without the tokens clipv drops (unchanged for clip_target 'advantage')."""
+    _check_clip_target(clip_target)
+    if clip_target != "mask":
+        return response_mask
+    if logprobs is None or entropy is None or expected_entropy_signal is None:
+        raise ValueError("advantage_fn 'clipv' needs the current logprobs, entropy and expected_entropy_signal (B, R)")
+    advantages = _grpo_token_advantages("clipv", token_level_rewards, response_mask, group_ids, epsilon)
+    dropped = clipv_dropped(advantages, response_mask, logprobs, entropy, expected_entropy_signal, mu, max_frac)
+    return _narrowed(response_mask, dropped, clip_target)
+
+
+clipv_advantages.response_mask_fn = clipv_response_mask

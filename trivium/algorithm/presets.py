@@ -64,7 +64,7 @@ PRESETS: dict[str, AlgorithmPreset] = {
     ),
     "opmd": AlgorithmPreset(
         advantage_fn="opmd", policy_loss_fn="opmd", group_based=True,
-        summary="online policy mirror descent: REINFORCE with a squared log-ratio pull to the sampler",
+        summary="online policy mirror descent: group-baseline REINFORCE scaled by 1 / (1 + tau)",
         reference="Trinity-RFT, arXiv:2505.17826",
     ),
     "rloo": AlgorithmPreset(
@@ -83,7 +83,7 @@ PRESETS: dict[str, AlgorithmPreset] = {
         reference="Li et al., 2023 (ReMax), arXiv:2310.10505",
     ),
     "gspo": AlgorithmPreset(
-        advantage_fn="grpo", policy_loss_fn="gspo", group_based=True, loss_agg_mode="seq-mean-token-mean",
+        advantage_fn="grpo", policy_loss_fn="gspo", group_based=True,
         summary="GRPO advantages with a clipped sequence-level importance ratio",
         reference="Zheng et al., 2025, arXiv:2507.18071",
     ),
@@ -118,14 +118,13 @@ PRESETS: dict[str, AlgorithmPreset] = {
         reference="Vaswani et al., 2021, arXiv:2108.05828",
     ),
     "raft": AlgorithmPreset(
-        advantage_fn="raft", policy_loss_fn="raft", group_based=True, kl_loss_fn="none", entropy_loss_fn="none",
-        min_repeat_times=1,
-        summary="reward-ranked fine-tuning: SFT on the best-rewarded sample of each task",
+        advantage_fn="none", policy_loss_fn="sft", kl_loss_fn="none", entropy_loss_fn="none",
+        summary="reward-ranked fine-tuning: SFT on the rollouts the workflow keeps (it filters by reward)",
         reference="Dong et al., 2023 (RAFT), arXiv:2304.06767",
     ),
     "mix": AlgorithmPreset(
         advantage_fn="grpo", policy_loss_fn="mix", group_based=True, sample_strategy="mix",
-        needs_expert_data=True,
+        entropy_loss_fn="mix", needs_expert_data=True,
         summary="GRPO on rollouts plus a fixed share of SFT on expert rows",
         reference="Trinity-RFT, arXiv:2505.17826",
     ),
@@ -159,8 +158,6 @@ PRESETS: dict[str, AlgorithmPreset] = {
     "dpo": AlgorithmPreset(
         advantage_fn="none",
         policy_loss_fn="dpo",
-        kl_loss_fn="none",
-        entropy_loss_fn="none",
         train_only=True,
         fixed_repeat_times=2,
         summary="direct preference optimisation on (chosen, rejected) pairs",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from trivium.algorithm.advantages import (
     _broadcast,
     _group_scores,
-    normalized_group_scores,
+    computed_in_trainer,
     register_advantage_fn,
     single_sample_convention,
 )
@@ -71,6 +71,9 @@ def asymre_advantages(
     return advantages, advantages.clone()
 
 
+computed_in_trainer("asymre_verl", asymre_advantages)
+
+
 @register_advantage_fn("rec", needs_group=True)
 @no_grad
 def rec_advantages(
@@ -86,30 +89,29 @@ def rec_advantages(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Group-relative REINFORCE for the REC losses: the group mean is the baseline.
 
-    ``std_normalize`` divides by the group's standard deviation as grpo does.
+    ``std_normalize`` divides by the group's population standard deviation (n denominator).
     ``drop="balance"``: in a group with more below-mean than at-or-above-mean samples, that
     many below-mean samples (chosen at random with ``seed``) are dropped (advantage 0) so both
-    sides weigh the same; the kept samples' mean and population std are used.
+    sides weigh the same; the kept samples' mean and population std are then used. A group
+    of one sample, or with one kept sample, takes mean 0 and std 1.
     Returns (advantages, returns), both (B, R) and equal.
     """
     if drop not in (None, "none", "balance"):
         raise ValueError(f"rec advantage: drop must be None or 'balance', got {drop!r}")
     scores, stats = _group_scores("rec", token_level_rewards, response_mask, group_ids)
-    if drop != "balance":
-        per_sequence = normalized_group_scores(scores, stats, epsilon=epsilon, std_normalize=std_normalize)
-        advantages = _broadcast(per_sequence, response_mask)
-        return advantages, advantages.clone()
-    keep = _balanced_keep(scores, stats.mean, group_ids, seed)
-    kept_stats = group_stats(scores[keep], group_ids[keep]) if bool(keep.any()) else None
+    keep = torch.ones_like(scores, dtype=torch.bool)
+    if drop == "balance":
+        keep = _balanced_keep(scores, stats.mean, group_ids, seed)
     per_sequence = torch.zeros_like(scores)
-    if kept_stats is not None:
-        kept = scores[keep]
+    if bool(keep.any()):
+        kept_stats = group_stats(scores[keep], group_ids[keep])
         mean, std = single_sample_convention(kept_stats)
-        # population std of the kept samples: std_pop = std * sqrt((n - 1) / n)
+        # population std: std_pop = std_sample * sqrt((n - 1) / n)
         n = kept_stats.size
         std = torch.where(n > 1, std * torch.sqrt((n - 1) / n), std)
-        values = (kept - mean) / (std + epsilon) if std_normalize else kept - mean
-        per_sequence[keep] = values
+        kept = scores[keep]
+        # a_i = (s_i - mean_g) / (std_g + epsilon), or s_i - mean_g
+        per_sequence[keep] = (kept - mean) / (std + epsilon) if std_normalize else kept - mean
     advantages = _broadcast(per_sequence, response_mask)
     return advantages, advantages.clone()
 

@@ -126,16 +126,34 @@ def _check_functions(config: TriviumConfig, problems: list[Problem]) -> None:
             _check_fn_args(functions[name], getattr(algorithm, f"{name}_args"), f"algorithm.{name}_args", problems)
     if algorithm.policy_loss_fn == "mix":
         _check_mix_inner_loss(algorithm.policy_loss_fn_args, problems)
-    # The trainer reads only the coefficients of the KL and entropy terms.
+    # The trainer reads only the coefficients of the KL and entropy terms (and the penalty's controller).
     for name in ("kl_penalty_fn", "kl_loss_fn"):
-        args = getattr(algorithm, f"{name}_args")
-        _check_allowed_keys(f"algorithm.{name}_args", args, ["kl_coef"], problems)
-        _check_number(f"algorithm.{name}_args.kl_coef", args.get("kl_coef"), problems, minimum=0)
+        _check_kl_args(f"algorithm.{name}_args", getattr(algorithm, f"{name}_args"), problems)
     entropy_args = algorithm.entropy_loss_fn_args
     entropy_fn = functions.get("entropy_loss_fn")
     allowed = {"entropy_coef"} | (set(_tunable_args_or_none(entropy_fn)) if entropy_fn else set())
     _check_allowed_keys("algorithm.entropy_loss_fn_args", entropy_args, sorted(allowed), problems)
     _check_number("algorithm.entropy_loss_fn_args.entropy_coef", entropy_args.get("entropy_coef"), problems)
+
+
+KL_ARGS = ["kl_coef", "adaptive", "target_kl", "horizon"]
+
+
+def _check_kl_args(key: str, args: Mapping[str, Any], problems: list[Problem]) -> None:
+    """kl_coef >= 0; ``adaptive: true`` needs target_kl and horizon, both > 0 (Trinity-RFT's KL arguments)."""
+    _check_allowed_keys(key, args, KL_ARGS, problems)
+    _check_number(f"{key}.kl_coef", args.get("kl_coef"), problems, minimum=0)
+    adaptive = args.get("adaptive", False)
+    if not isinstance(adaptive, bool):
+        problems.append(Problem(f"{key}.adaptive", f"expected true or false, got {adaptive!r}"))
+        return
+    for name in ("target_kl", "horizon"):
+        value = args.get(name)
+        _check_number(f"{key}.{name}", value, problems)
+        if adaptive and value is None:
+            problems.append(Problem(f"{key}.{name}", "adaptive KL needs target_kl and horizon; set both"))
+        elif isinstance(value, numbers.Real) and not isinstance(value, bool) and value <= 0:
+            problems.append(Problem(f"{key}.{name}", f"must be greater than 0, got {value}"))
 
 
 def _check_decoupled_objective(config: TriviumConfig, problems: list[Problem]) -> None:
@@ -277,10 +295,17 @@ def algorithm_notes(config: TriviumConfig) -> list[Suggestion]:
         for arg in accepted_unused_args(registry.get(loss_name)):
             if arg in config.algorithm.policy_loss_fn_args:
                 notes.append(Suggestion(
-                    f"algorithm.policy_loss_fn_args.{arg}",
-                    "accepted but unused: trivium aggregates each part of the loss over its own rows exactly",
+                    f"algorithm.policy_loss_fn_args.{arg}", "accepted but unused: Trinity-RFT's loss no longer reads it",
                     "unused",
                 ))
+    for arg in ("adaptive", "target_kl", "horizon"):
+        if arg in config.algorithm.kl_loss_fn_args:
+            notes.append(Suggestion(
+                f"algorithm.kl_loss_fn_args.{arg}",
+                "accepted but unused: the adaptive controller moves the KL penalty's coefficient, never the "
+                "KL loss's (as in Trinity-RFT)",
+                "unused",
+            ))
     for name in _registries():
         value = getattr(config.algorithm, name)
         if value and is_dotted_path(value) and _import_or_none(value) is None:

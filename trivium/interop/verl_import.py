@@ -111,14 +111,32 @@ class _Converter:
             self.put("algorithm.kl_penalty_fn", tables.KL_NAMES.get(name, name), self.source_text(kind))
             self.mark(switch, MAPPED, "algorithm.kl_penalty_fn")
             self.mark(kind, MAPPED, "algorithm.kl_penalty_fn")
+            self.kl_controller()
             return
         # veRL's default is off; trivium presets may turn it on, so say "none" explicitly.
         comment = f"{switch}=False" if self.given(switch) else f"{switch} (veRL default: False)"
         self.put("algorithm.kl_penalty_fn", "none", comment)
         self.mark(switch, MAPPED, "algorithm.kl_penalty_fn")
         self.mark(kind, IGNORED, f"only read when {switch}=True")
-        if self.given("algorithm.kl_ctrl.kl_coef"):
-            self.mark("algorithm.kl_ctrl.kl_coef", IGNORED, f"only read when {switch}=True")
+        for key in tables.KL_CONTROLLER_KEYS:
+            if self.given(key):
+                self.mark(key, IGNORED, f"only read when {switch}=True")
+
+    def kl_controller(self) -> None:
+        """veRL's ``kl_ctrl``: a fixed coefficient, or the adaptive controller with its target and horizon."""
+        key = "algorithm.kl_ctrl.type"
+        kind = self.value(key)
+        if kind not in ("fixed", "adaptive"):
+            raise UserError(f"{key}={kind} has no trivium equivalent; supported: fixed, adaptive")
+        adaptive = kind == "adaptive"
+        self.put("algorithm.kl_penalty_fn_args.adaptive", adaptive, self.source_text(key))
+        self.mark(key, MAPPED, "algorithm.kl_penalty_fn_args.adaptive")
+        for name in ("target_kl", "horizon"):
+            source = f"algorithm.kl_ctrl.{name}"
+            if adaptive:
+                self.map_direct(source, f"algorithm.kl_penalty_fn_args.{name}", self.value(source))
+            elif self.given(source):
+                self.mark(source, IGNORED, f"only read when {key}=adaptive")
 
     def kl_loss(self) -> None:
         prefix = "actor_rollout_ref.actor."

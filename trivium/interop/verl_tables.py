@@ -14,10 +14,17 @@ VERL_DEFAULTS = {
     "actor_rollout_ref.rollout.tensor_model_parallel_size": 2,
     "actor_rollout_ref.actor.kl_loss_type": "low_var_kl",
     "algorithm.kl_penalty": "kl",
+    "algorithm.kl_ctrl.type": "fixed",
+    "algorithm.kl_ctrl.target_kl": 0.1,
+    "algorithm.kl_ctrl.horizon": 10000,
     "trainer.n_gpus_per_node": 8,
     "trainer.nnodes": 1,
     "data.prompt_key": "prompt",
 }
+
+# veRL's KL controller (algorithm.kl_ctrl), read only with use_kl_in_reward.
+KL_CONTROLLER_KEYS = ("algorithm.kl_ctrl.kl_coef", "algorithm.kl_ctrl.type", "algorithm.kl_ctrl.target_kl",
+                      "algorithm.kl_ctrl.horizon")
 
 # One veRL key -> one trivium key, value unchanged.
 DIRECT = {

@@ -1,8 +1,9 @@
 """Splitting a training batch into micro-batches, and the weight of each in the loss.
 
 Gradient accumulation must give the same gradient as one pass over the whole batch, so each
-micro-batch's loss is scaled by its share of what the aggregation averages over: tokens for
-``token-mean``, sequences for the ``seq-mean-*`` modes.
+micro-batch's loss is scaled by its share of what the aggregation divides by: tokens for
+``token-mean``, sequences for the ``seq-mean-*`` modes, the padded response length for
+``seq-mean-token-sum-norm`` (``aggregation_denominator``).
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ def test_unbalanced_run_from_the_tuning_guide():
     assert "explorer supplies 32 experiences per step, trainer takes 264" in text
     assert "Set buffer.train_batch_size: 32" in text
     assert "208 more samples than the trainer uses" in text
-    assert "lower buffer.total_steps to 82" in text  # 2,640 // 32
+    # The explorer stops once it has made what the trainer uses: ceil(2,640 / 32) = 83 steps.
+    assert "the explorer stops after 83 steps, the last whose samples the trainer's 10 steps use" in text
 
 
 def test_balanced_run_has_no_warnings():

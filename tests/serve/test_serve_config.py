@@ -84,7 +84,7 @@ def test_keys_without_effect_in_the_mode_are_noted(tiny_model_dir, tmp_path):
     data = serve_config(tiny_model_dir, tmp_path, explorer={"proxy_port": 9000})
     data["mode"] = "both"
     data["buffer"]["explorer_input"] = {"taskset": {"name": "t", "path": str(tmp_path), "storage_type": "file"}}
-    (tmp_path / "train.jsonl").write_text('{"question": "1+1", "answer": "2"}\n')
+    (tmp_path / "train.jsonl").write_text('{"question": "1+1", "answer": "2"}\n' * 2)  # one whole step of 2 tasks
     notes = validate(resolve(load_config_from_dict(data)))
     assert any(n.key == "explorer.proxy_port" and "read only by mode: serve" in n.message for n in notes)
     data["mode"] = "serve"

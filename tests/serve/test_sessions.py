@@ -168,6 +168,8 @@ def test_malformed_feedback_is_a_400_naming_the_field(server):
     root = server.removesuffix("/v1")
     cases = [
         ({"session_id": "x", "reward": "high"}, "`reward` must be a finite number"),
+        # Past ±1e6 a reward overflows its group's advantages: refused like any other reward beyond the rule.
+        ({"session_id": "x", "reward": 1e308}, "within ±1e+06 (the rule every reward passes); got 1e+308"),
         ({"reward": 1.0}, "a session id must be a non-empty string"),
         ({"session_id": "x", "reward": 1.0, "score": 2}, "unknown field(s) ['score']"),
         ({"session_id": "x", "reward": 1.0, "info": [1]}, "`info` must be an object"),

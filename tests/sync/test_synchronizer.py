@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from trivium.sync.self_check import max_logprob_gap
-from trivium.sync.synchronizer import Synchronizer, SyncTimeout
+from trivium.sync.synchronizer import Synchronizer, SyncTimeout, VersionUnreachable
 
 
 def test_fixed_style_on_policy_needs_the_previous_steps_version():
@@ -115,3 +115,41 @@ def test_bucket_directory_update_loads_every_bucket_and_is_removed_when_supersed
     assert torch.equal(loaded["b"], torch.full((3,), 2.0))
     sync.publish(2, {"a": torch.zeros(2)})
     assert not first.exists() and sync.poll().version == 2
+
+
+def test_a_stop_request_ends_every_explorer_wait_at_once():
+    stop = threading.Event()
+    sync = Synchronizer(sync_timeout=600, should_stop=stop.is_set)
+    threading.Timer(0.2, stop.set).start()
+    start = time.monotonic()
+    assert sync.wait_for(1) is None
+    assert time.monotonic() - start < 2
+    asynchronous = Synchronizer(sync_style="fully_async", train_batch_size=2, sync_timeout=600, should_stop=lambda: True)
+    asynchronous.experiences_written(100)
+    start = time.monotonic()
+    asynchronous.wait_within_lead()
+    assert time.monotonic() - start < 1
+
+
+def test_a_version_the_trainer_cannot_reach_ends_the_wait_with_the_numbers():
+    # One step of 4 tasks x 4 repeats with a task failed: 12 experiences, a batch is 16.
+    sync = Synchronizer(sync_timeout=600, train_batch_size=16, counts_experiences=True)
+    sync.experiences_written(12)
+    start = time.monotonic()
+    with pytest.raises(VersionUnreachable, match="version 1, but the trainer is at version 0 with 12 untrained "
+                                                 "experiences, fewer than the 16 its next 1 step"):
+        sync.wait_for(1)
+    assert time.monotonic() - start < 1
+    sync.experiences_written(4)  # a whole batch: the trainer can get there, so the explorer waits
+    threading.Timer(0.1, lambda: (sync.experiences_trained(16, trainer_version=1), sync.publish(1, {}))).start()
+    assert sync.wait_for(1).version == 1
+    driven = Synchronizer(sync_style="explorer_driven", train_batch_size=16, counts_experiences=True)
+    driven.experiences_written(5)
+    with pytest.raises(VersionUnreachable):
+        driven.request_sync()
+
+
+def test_short_timeouts_keep_their_digits_in_the_message():
+    sync = Synchronizer(sync_timeout=0.001)
+    with pytest.raises(SyncTimeout, match=r"waited 0\.001s \(synchronizer.sync_timeout\)"):
+        sync.wait_for(1)

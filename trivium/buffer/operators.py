@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Any, Callable
 
 from trivium.core.experience import Experience
+from trivium.core.reward_check import is_valid_reward, reward_problem
 from trivium.errors import UserError
 from trivium.registry import Registry
 
@@ -29,8 +30,8 @@ def _groups(experiences: list[Experience]) -> dict[str, list[Experience]]:
     return groups
 
 
-def is_valid_reward(reward: Any) -> bool:
-    return isinstance(reward, (int, float)) and math.isfinite(reward)
+def _is_finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class ExperienceOperator:
@@ -42,7 +43,7 @@ class ExperienceOperator:
 
 @EXPERIENCE_OPERATORS.register("invalid_reward_filter")
 class InvalidRewardFilter(ExperienceOperator):
-    """Drops experiences whose reward is None, NaN or infinite."""
+    """Drops experiences whose reward fails the rule every reward passes (None, NaN, infinite, beyond ±1e6)."""
 
     name = "invalid_reward_filter"
 
@@ -126,12 +127,14 @@ class RewardShapingMapper(ExperienceOperator):
             reward = float(experience.reward) if is_valid_reward(experience.reward) else 0.0
             for key, op, weight in self.rules:
                 stat = experience.info.get(key, experience.metrics.get(key))
-                if not is_valid_reward(stat) or (op == "DIV" and weight * stat == 0):
+                if not _is_finite_number(stat) or (op == "DIV" and weight * stat == 0):
                     missing += 1
                     continue
                 reward = _SHAPING_OPS[op](reward, weight * float(stat))
             experience.reward = reward
-        return experiences, {"missing_stats": float(missing)}
+        # A shaped reward passes the same rule as any other; one that fails it is not trained on.
+        kept = [e for e in experiences if reward_problem(e.reward) is None]
+        return kept, {"missing_stats": float(missing), "refused_rewards": float(len(experiences) - len(kept))}
 
 
 @EXPERIENCE_OPERATORS.register("pass_rate_calculator")

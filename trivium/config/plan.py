@@ -145,10 +145,14 @@ def balance_warnings(plan: Plan) -> list[str]:
     if total_supply is not None and total_demand is not None and total_supply != total_demand:
         if total_supply > total_demand:
             extra = total_supply - total_demand
+            # The explorer of a run that trains stops after the steps its trainer uses.
+            used_steps = math.ceil(total_demand / plan.supply_per_step)
+            trainable = total_supply // plan.train_batch_size
+            more = f"; raise trainer.total_steps to {trainable:,} to train more of them" if trainable > plan.trainer_steps else ""
             warnings.append(
-                f"over the whole run the explorer makes {extra:,} more samples than the trainer uses; "
-                f"lower buffer.total_steps to {total_demand // plan.supply_per_step:,} or raise trainer.total_steps "
-                f"to {total_supply // plan.train_batch_size:,}"
+                f"over the whole run the tasksets give {extra:,} more samples than the trainer uses: the explorer "
+                f"stops after {used_steps:,} steps, the last whose samples the trainer's {plan.trainer_steps:,} "
+                f"steps use{more}"
             )
         else:
             missing = total_demand - total_supply

@@ -11,6 +11,7 @@ resolve() twice gives the same result. Checks that are not needed to derive a va
 from __future__ import annotations
 
 import copy
+import math
 import os
 import warnings
 from pathlib import Path
@@ -83,6 +84,11 @@ def _fill_algorithm(config: TriviumConfig, notes: list[Suggestion]) -> None:
                  "sample_strategy", "loss_agg_mode"):
         if getattr(algorithm, name) is None:
             setattr(algorithm, name, getattr(preset, name))
+    if algorithm.sample_strategy == "warmup":
+        # Trinity-RFT keeps 'warmup' as a deprecated name of its default strategy.
+        notes.append(Suggestion("algorithm.sample_strategy", "'warmup' is the deprecated name of 'default'; set "
+                                "to default", "deprecated"))
+        algorithm.sample_strategy = "default"
     # Preset arguments apply only to the preset's own function; user arguments win.
     if algorithm.advantage_fn == preset.advantage_fn:
         algorithm.advantage_fn_args = {**preset.advantage_fn_args, **algorithm.advantage_fn_args}
@@ -454,6 +460,20 @@ def explorer_total_steps(config: TriviumConfig) -> int | None:
     if not sizes or any(size is None for size in sizes) or buffer.batch_size <= 0:
         return None
     return buffer.total_epochs * sum(sizes) // buffer.batch_size
+
+
+def explorer_steps_to_train(config: TriviumConfig) -> int | None:
+    """Explorer steps of a run that trains what it explores (colocate, both): those of its
+    tasksets (``explorer_total_steps``: buffer.total_steps, else whole batches over
+    total_epochs), and no more than its trainer's steps use, so it never explores a step its
+    trainer would not train. None when neither count is known."""
+    by_tasksets = explorer_total_steps(config)
+    trainer_steps = config.trainer.total_steps
+    if not trainer_steps:
+        return by_tasksets
+    per_step = max(1, config.buffer.batch_size * config.algorithm.repeat_times)
+    used = math.ceil(trainer_steps * config.buffer.train_batch_size / per_step)
+    return used if by_tasksets is None else min(by_tasksets, used)
 
 
 def trainer_total_steps(config: TriviumConfig) -> int | None:

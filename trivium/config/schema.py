@@ -12,6 +12,8 @@ Fields marked "(derived)" in their help are normally left unset: ``resolve()`` f
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from trivium.algorithm.aggregation import LOSS_AGG_MODES as AGGREGATION_MODES
+
 # Sentinel for keys a user must set (model.model_path). Kept as a value rather than
 # OmegaConf's "???" so a missing value becomes our own clear error, not OmegaConf's.
 REQUIRED = None
@@ -63,8 +65,8 @@ ALGORITHM_TYPES = [
 ]
 ALGORITHM_TYPES.append("multi_step_grpo")
 LR_SCHEDULERS = ["constant", "cosine"]
-SAMPLE_STRATEGIES = ["default", "staleness_control", "mix"]
-LOSS_AGG_MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"]
+SAMPLE_STRATEGIES = ["default", "staleness_control", "mix", "warmup"]
+LOSS_AGG_MODES = list(AGGREGATION_MODES)
 DTYPES = ["float32", "bfloat16", "float16", "auto"]
 STORAGE_TYPES = ["file", "queue", "sql"]
 PROMPT_TYPES = ["plaintext", "messages"]
@@ -125,16 +127,23 @@ class AlgorithmConfig:
     sample_strategy_args: Dict[str, Any] = opt(
         {}, "Arguments of the sample strategy: staleness_control takes max_staleness (integer >= 0) and mode "
         "(drop or downweight); mix takes expert_data_ratio (in [0, 1)) and needs buffer.trainer_input."
-        "auxiliary_buffers; default takes none."
+        "auxiliary_buffers; default takes none ('warmup' is Trinity-RFT's deprecated name of default)."
     )
     advantage_fn: Optional[str] = opt(None, "Advantage estimator: a registered name or a dotted path (preset default).")
     advantage_fn_args: Dict[str, Any] = opt({}, "Arguments of the advantage estimator, e.g. gamma, lam.")
     policy_loss_fn: Optional[str] = opt(None, "Policy loss: a registered name or a dotted path (preset default).")
     policy_loss_fn_args: Dict[str, Any] = opt({}, "Arguments of the policy loss, e.g. clip ranges.")
     kl_penalty_fn: Optional[str] = opt(None, "KL penalty subtracted from the reward; 'none' disables it.")
-    kl_penalty_fn_args: Dict[str, Any] = opt({}, "Arguments of the KL penalty: only kl_coef.")
+    kl_penalty_fn_args: Dict[str, Any] = opt(
+        {}, "Arguments of the KL penalty: kl_coef; adaptive: true lets the coefficient follow veRL's adaptive "
+        "controller, which then needs target_kl and horizon (kl_coef *= 1 + clip(KL / target_kl - 1, -0.2, 0.2) "
+        "* batch rows / horizon after every step)."
+    )
     kl_loss_fn: Optional[str] = opt(None, "KL term added to the loss; 'none' disables it.")
-    kl_loss_fn_args: Dict[str, Any] = opt({}, "Arguments of the KL loss: only kl_coef.")
+    kl_loss_fn_args: Dict[str, Any] = opt(
+        {}, "Arguments of the KL loss: kl_coef (adaptive, target_kl and horizon are accepted and, as in "
+        "Trinity-RFT, leave the loss's coefficient fixed)."
+    )
     entropy_loss_fn: Optional[str] = opt(None, "Entropy bonus in the loss; 'none' disables it.")
     entropy_loss_fn_args: Dict[str, Any] = opt(
         {}, "Arguments of the entropy term: entropy_coef, plus any the chosen function accepts."
@@ -531,7 +540,11 @@ class SynchronizerConfig:
         0, "Steps the explorer may run ahead of the trainer; with fully_async, the largest staleness (in "
         "weight versions) of the samples it produces.",
     )
-    sync_timeout: float = opt(1200, "Seconds a synchronization may take.")
+    sync_timeout: float = opt(
+        1200, "Seconds a synchronization may take. A trainer of several ranks (trainer.data_parallel_size) "
+        "also waits at most this long in one collective, and for a rank's heartbeat: a rank that dies or "
+        "stops answering ends the run with an error naming it (docs/fsdp.md).",
+    )
     sync_style: str = opt(
         "fixed",
         "Who decides when to synchronize. fully_async (mode both): the trainer publishes every sync_interval "

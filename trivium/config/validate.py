@@ -18,6 +18,7 @@ from trivium.config.workflow_rules import check_workflows, workflow_notes
 from trivium.config.errors import ConfigError, Problem, Suggestion
 from trivium.config.memory import memory_suggestions
 from trivium.config.modes import MODE_TRAITS, traits_of
+from trivium.config.run_length import check_run_length
 from trivium.config.schema import TriviumConfig
 from trivium.config.taskset_size import count_rows
 from trivium.config.typecheck import check_values
@@ -312,7 +313,7 @@ def _model_apis(config: TriviumConfig, problems: list[Problem]) -> None:
 
 RULES: list[Callable[[TriviumConfig, list[Problem]], None]] = [
     _required, _ranges, _token_limits, check_algorithm, _data, _devices, _sync, _engines_and_trainer,
-    _model_apis, unsupported_key_problems, check_workflows, check_serve_mode,
+    _model_apis, unsupported_key_problems, check_workflows, check_serve_mode, check_run_length,
 ]
 
 

@@ -1,8 +1,8 @@
 """Checking a workflow's Experience at the door, before it reaches the buffer or the trainer.
 
 Owns ``experience_problem``: the first reason an Experience cannot be stored or trained on
-(wrong types or shapes, token ids outside the vocabulary, a missing, non-finite or absurd
-reward, metrics that are not numbers, ``info`` that JSON cannot hold), or None when it is
+(wrong types or shapes, token ids outside the vocabulary, a reward that fails the rule every
+reward passes (``trivium.core.reward_check``), metrics that are not numbers, ``info`` that JSON cannot hold), or None when it is
 fine. It only reads the Experience; callers decide to drop it and count it.
 """
 
@@ -15,13 +15,11 @@ from typing import Any
 import torch
 
 from trivium.core.experience import Experience
-
-# Rewards beyond this magnitude are taken as a bug in the reward, not a signal to learn from.
-DEFAULT_MAX_ABS_REWARD = 1e6
+from trivium.core.reward_check import MAX_ABS_REWARD, reward_problem
 
 
 def experience_problem(
-    experience: Experience, *, vocab_size: int | None = None, max_abs_reward: float = DEFAULT_MAX_ABS_REWARD
+    experience: Experience, *, vocab_size: int | None = None, max_abs_reward: float = MAX_ABS_REWARD
 ) -> str | None:
     for check in (_sequence_problem, _reward_problem, _metrics_problem, _info_problem):
         problem = check(experience, vocab_size=vocab_size, max_abs_reward=max_abs_reward)
@@ -55,16 +53,7 @@ def _sequence_problem(exp: Experience, *, vocab_size: int | None, **_: Any) -> s
 
 
 def _reward_problem(exp: Experience, *, max_abs_reward: float, **_: Any) -> str | None:
-    reward = exp.reward
-    if reward is None:
-        return "no reward"
-    if not _is_number(reward):
-        return f"reward must be a Python int or float, got {_type_name(reward)}"
-    if not math.isfinite(float(reward)):
-        return f"reward is {reward}"
-    if abs(float(reward)) > max_abs_reward:
-        return f"reward {float(reward):g} is beyond ±{max_abs_reward:g}; check the reward function"
-    return None
+    return reward_problem(exp.reward, max_abs_reward=max_abs_reward)
 
 
 def _metrics_problem(exp: Experience, **_: Any) -> str | None:

@@ -25,9 +25,15 @@ from collections.abc import Callable
 
 import torch
 
-from trivium.algorithm.advantages import ADVANTAGE_FNS, computed_by_explorer, requires_episodes
+from trivium.algorithm.advantages import (
+    ADVANTAGE_FNS,
+    computed_by_explorer,
+    requires_episodes,
+    requires_sequence_logprobs,
+    row_selection,
+)
 from trivium.buffer.base import BufferExhausted
-from trivium.core.experience import Experience, episode_index
+from trivium.core.experience import Experience, episode_index, new_experience_id
 from trivium.explorer.metrics import eval_metrics, rollout_metrics
 from trivium.explorer.over_rollout import OverRollout, gather
 from trivium.explorer.runner import (
@@ -63,6 +69,7 @@ class Explorer:
         writer: Any,
         runner_pool: RunnerPool,
         batch_size: int,
+        max_steps: int | None = None,
         eval_sets: list[EvalSet] = (),
         eval_runner_pool: RunnerPool | None = None,
         experience_pipeline: Any = None,
@@ -81,6 +88,7 @@ class Explorer:
         self.runner_pool = runner_pool
         self.eval_runner_pool = eval_runner_pool or runner_pool
         self.batch_size = batch_size
+        self.max_steps = max_steps  # stop after this step (None: when the tasksets run out)
         self.eval_sets = list(eval_sets)
         self.experience_pipeline = experience_pipeline
         self.advantage_fn = ADVANTAGE_FNS.get(advantage_fn) if advantage_fn and advantage_fn != "none" else None
@@ -101,11 +109,13 @@ class Explorer:
 
     # ------------------------------------------------------------------ one step
     def explore_step(self) -> dict[str, float] | None:
-        """One step; returns its metrics, or None when the taskset is exhausted.
+        """One step; returns its metrics, or None when the taskset is exhausted or ``max_steps`` are done.
 
         Raises ``ExplorationStalled`` when every task has failed for ``max_failed_steps``
         steps in a row.
         """
+        if self.max_steps is not None and self.state.step >= self.max_steps:
+            self.state.finished = True
         if self.state.finished:
             return None
         start = time.perf_counter()
@@ -127,6 +137,7 @@ class Explorer:
             exp.explore_step = self.state.step
         if self.greedy_baseline and experiences:
             self.add_greedy_baselines(tasks, experiences)
+        produced = len(experiences)
         experiences, pipeline_metrics = self.prepare_for_training(experiences)
         if experiences:
             self.writer.write(experiences)
@@ -135,6 +146,8 @@ class Explorer:
         metrics = rollout_metrics(results, experiences, time.perf_counter() - start)
         metrics.update({f"pipeline/{k}": v for k, v in pipeline_metrics.items()})
         metrics.update(late_metrics)
+        # Left out on purpose: by the estimator's row selection or by the experience pipeline.
+        metrics["rollout/filtered_experiences"] = float(max(0, produced - len(experiences)))
         metrics["explorer/step"] = float(self.state.step)
         metrics["explorer/model_version"] = float(version)
         metrics["rollout/failed_tasks_total"] = float(self.state.failed_tasks)
@@ -174,32 +187,43 @@ class Explorer:
         if self.teacher is not None and experiences:
             self.add_teacher_logprobs(experiences)
         if self.group_advantages:
-            self.compute_group_advantages(experiences)
+            experiences = self.compute_group_advantages(experiences)
         if self.experience_pipeline is not None and experiences:
             return self.experience_pipeline.process(experiences)
         return experiences, {}
 
-    def compute_group_advantages(self, experiences: list[Experience]) -> None:
-        """Group-based advantages need every sample of a task; a step holds whole groups."""
+    def compute_group_advantages(self, experiences: list[Experience]) -> list[Experience]:
+        """Group-based advantages need every sample of a task; a step holds whole groups.
+
+        Returns the experiences to train on: all of them, unless the estimator selects rows
+        (grpo's std_threshold drops groups, and may refill the batch with copies of others)."""
         if not experiences:
-            return
+            return experiences
         group_index = {gid: i for i, gid in enumerate(dict.fromkeys(e.group_id for e in experiences))}
         rewards = torch.tensor([[float(e.reward)] for e in experiences])
         mask = torch.ones_like(rewards)
         group_ids = torch.tensor([group_index[e.group_id] for e in experiences], dtype=torch.long)
-        episodes = {}
+        inputs: dict[str, Any] = {"token_level_rewards": rewards, "response_mask": mask, "group_ids": group_ids}
         if requires_episodes(self.advantage_fn):
-            episodes["episode_ids"] = torch.tensor(episode_index(experiences), dtype=torch.long)
-        advantages, _ = self.advantage_fn(
-            token_level_rewards=rewards,
-            response_mask=mask,
-            group_ids=group_ids,
-            **episodes,
-            **self.advantage_fn_args,
-        )
+            inputs["episode_ids"] = torch.tensor(episode_index(experiences), dtype=torch.long)
+        if requires_sequence_logprobs(self.advantage_fn) and all(e.logprobs is not None for e in experiences):
+            inputs["sequence_logprobs"] = torch.stack(
+                [e.logprobs.float().mean() if e.logprobs.numel() else torch.tensor(0.0) for e in experiences]
+            )
+        advantages, _ = self.advantage_fn(**inputs, **self.advantage_fn_args)
         for exp, advantage in zip(experiences, advantages[:, 0].tolist()):
             exp.advantages = torch.full((exp.response_length,), advantage, dtype=torch.float32)
             exp.returns = exp.advantages.clone()
+        select = row_selection(self.advantage_fn)
+        rows = select(**inputs, **self.advantage_fn_args) if select is not None else None
+        if rows is None:
+            return experiences
+        kept, seen = [], set()
+        for row in rows.tolist():
+            # a row drawn again is a copy under a new id, so every experience id stays unique
+            kept.append(replace(experiences[row], eid=new_experience_id()) if row in seen else experiences[row])
+            seen.add(row)
+        return kept
 
     def add_greedy_baselines(self, tasks: list[Any], experiences: list[Experience]) -> None:
         """One greedy (temperature 0) rollout per task; its reward becomes each sample's baseline.

@@ -30,7 +30,8 @@ from collections.abc import Callable
 
 from trivium.core.background_call import BackgroundCall
 from trivium.core.experience import Experience
-from trivium.core.experience_check import DEFAULT_MAX_ABS_REWARD, experience_problem
+from trivium.core.experience_check import experience_problem
+from trivium.core.reward_check import MAX_ABS_REWARD
 from trivium.core.task import Task
 from trivium.errors import ComponentDied, UserError
 from trivium.explorer.dynamic_timeout import DynamicTimeout
@@ -115,7 +116,7 @@ def split_units(tasks: list[Task], max_repeat_per_runner: int | None) -> list[Ru
 
 
 def validate_output(
-    output: Any, *, vocab_size: int | None = None, max_abs_reward: float = DEFAULT_MAX_ABS_REWARD
+    output: Any, *, vocab_size: int | None = None, max_abs_reward: float = MAX_ABS_REWARD
 ) -> tuple[list[Experience], list[str]]:
     """(experiences that may enter the buffer, reasons for each one dropped).
 
@@ -189,7 +190,7 @@ class RunnerPool:
         logger: logging.Logger | None = None,
         busy: BusyClients | None = None,
         vocab_size: int | None = None,
-        max_abs_reward: float = DEFAULT_MAX_ABS_REWARD,
+        max_abs_reward: float = MAX_ABS_REWARD,
         dynamic_timeout: DynamicTimeout | None = None,
     ):
         self.make_workflow = make_workflow

@@ -128,6 +128,9 @@ class ServeSettings:
 class ExplorerSettings:
     batch_size: int
     total_steps: int | None  # explorer steps of the run, when known (for progress bars)
+    # The explorer stops after this many steps: in modes that train what they explore, the
+    # steps its trainer uses (None: until the tasksets run out).
+    step_limit: int | None
     buffer_total_steps: int | None  # the taskset readers stop after this many steps
     tasksets: tuple[StorageConfig, ...]
     eval_tasksets: tuple[StorageConfig, ...]

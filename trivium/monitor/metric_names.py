@@ -21,6 +21,10 @@ EVAL_ACCURACY = "eval/*/accuracy"  # one key per eval taskset: eval/<taskset>/ac
 POLICY_LOSS = "actor/pg_loss"
 KL_LOSS = "actor/kl_loss"
 ENTROPY = "actor/entropy"
+# Optimizer steps of a train step left out because the gradients were not finite (the step
+# then trained nothing; the run shows an error naming the step and its samples).
+UPDATE_SKIPPED = "actor/update_skipped"
+CRITIC_UPDATE_SKIPPED = "critic/update_skipped"
 
 # Seconds a side waited on the other before a step (explorer: for weights or for the trainer
 # to catch up; trainer: for experiences).

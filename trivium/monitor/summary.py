@@ -3,6 +3,7 @@
 Steps done, best and last eval accuracy per taskset, the reward trend (mean of the first N
 explore steps against the last N), throughput, staleness, idle time of explorer and trainer,
 the start-up time (process start to first step),
+what a run that fell short did not train and why (``trivium.monitor.shortfall``),
 and where the checkpoints are.
 Used at the end of ``trivium run``, by ``trivium report``, and in ``report.html``.
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 from trivium.monitor import metric_names as names
 from trivium.monitor.metrics_file import metric_keys, read_metrics, series
+from trivium.monitor.shortfall import Shortfall
 
 DEFAULT_TREND_WINDOW = 5
 
@@ -65,6 +67,7 @@ class RunSummary:
     idle: dict[str, IdleTime] = field(default_factory=dict)  # role -> its waits on the other side
     startup_seconds: float | None = None  # the latest process's start to its first step
     checkpoint_steps: list[int] = field(default_factory=list)
+    shortfall: Shortfall | None = None  # what the run's end found not trained (none since)
 
     @property
     def latest_checkpoint_dir(self) -> Path | None:
@@ -114,6 +117,10 @@ def compute_summary(
     _, startups = series(records, names.STARTUP)
     if startups:
         summary.startup_seconds = startups[-1]
+    trainer_records = [record for record in records if record.get("role") == names.TRAINER]
+    if trainer_records:
+        # Logged last by a run that fell short; a later run that trained on logs after it.
+        summary.shortfall = Shortfall.from_metrics(trainer_records[-1])
     return summary
 
 
@@ -158,12 +165,18 @@ def _checkpoint_steps(run_dir: Path) -> list[int]:
 
 def summary_lines(summary: RunSummary) -> list[str]:
     lines = [f"run directory: {summary.run_dir}"]
+    shortfall = summary.shortfall
     if summary.steps_done:
-        done = ", ".join(f"{role} {step}" for role, step in summary.steps_done.items())
+        planned = {names.TRAINER: f" of {shortfall.planned_steps}"} if shortfall else {}
+        done = ", ".join(f"{role} {step}{planned.get(role, '')}" for role, step in summary.steps_done.items())
         duration = f" in {_duration(summary.wall_seconds)}" if summary.wall_seconds else ""
         lines.append(f"steps done: {done}{duration}")
     else:
         lines.append("steps done: none logged yet (metrics.jsonl is missing or empty)")
+    if shortfall is not None and shortfall.falls_short:
+        first, why = shortfall.lines()
+        lines.append(f"fell short: {first}")
+        lines.append(f"  {why}")
     for result in summary.evals:
         lines.append(
             f"eval {result.taskset}: best {result.best:.4f} (step {result.best_step}), "
@@ -172,8 +185,8 @@ def summary_lines(summary: RunSummary) -> list[str]:
     trend = summary.reward_trend
     if trend is not None:
         lines.append(
-            f"reward: {trend.first_mean:.4f} (first {trend.window} steps) -> {trend.last_mean:.4f} "
-            f"(last {trend.window}), change {trend.change:+.4f}"
+            f"reward: {_number(trend.first_mean)} (first {trend.window} steps) -> {_number(trend.last_mean)} "
+            f"(last {trend.window}), change {_number(trend.change, sign=True)}"
         )
     for role, rates in summary.throughput.items():
         text = ", ".join(f"{value:,.1f} {unit}" for unit, value in rates.items())
@@ -214,6 +227,12 @@ def print_summary(
     console = console or Console(highlight=False)
     text = Text("\n".join(summary_lines(compute_summary(run_dir, trend_window=trend_window))))
     console.print(Panel(text, title="run summary", expand=False))
+
+
+def _number(value: float, *, sign: bool = False) -> str:
+    """Four decimals, or four significant digits for a huge value (never hundreds of digits)."""
+    plus = "+" if sign else ""
+    return f"{value:{plus}.4f}" if abs(value) < 1e6 else f"{value:{plus}.4g}"
 
 
 def _duration(seconds: float) -> str:

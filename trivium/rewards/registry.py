@@ -11,14 +11,17 @@ and must be accepted even when unused. ``score`` applies the rule:
 - a dict with a ``reward`` key: that value is the reward, the other keys are reported as
   metrics only (they do not add up to the reward);
 - any other dict: every value is a component and the reward is their sum.
+
+The reward then passes the rule every reward passes (``trivium.core.reward_check``): a
+function that returns NaN or 1e308 raises ``ValueError`` naming itself and the rule.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
+from trivium.core.reward_check import RULE, reward_problem
 from trivium.registry import Registry
 
 RewardFn = Callable[..., "float | dict[str, float]"]
@@ -46,22 +49,28 @@ def score(
     result = fn(prompt=prompt, response=response, ground_truth=ground_truth, **kwargs)
     name = getattr(fn, "__name__", repr(fn))
     if isinstance(result, dict):
-        components = {
-            str(key): _as_finite_float(value, f"{name}()['{key}']") for key, value in result.items()
-        }
+        components = {str(key): _reward_number(value, f"{name}()['{key}']") for key, value in result.items()}
         if "reward" in components:
             reward = components.pop("reward")
         else:
             reward = sum(components.values())
-        return reward, components
-    return _as_finite_float(result, f"{name}()"), {}
+        return _passes_the_rule(reward, f"{name}()"), components
+    return _reward_number(result, f"{name}()"), {}
 
 
-def _as_finite_float(value: Any, where: str) -> float:
+def _reward_number(value: Any, where: str) -> float:
     # Anything float() accepts without parsing text: int, bool, float, numpy and torch scalars.
     if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
         raise TypeError(f"{where} returned {value!r}; a reward must be a number or a dict of numbers")
-    number = float(value)
-    if not math.isfinite(number):
-        raise ValueError(f"{where} returned {number}; a reward must be finite")
-    return number
+    try:
+        number = float(value)
+    except OverflowError:
+        number = float("inf") if value > 0 else float("-inf")
+    return _passes_the_rule(number, where)
+
+
+def _passes_the_rule(reward: float, where: str) -> float:
+    problem = reward_problem(reward)
+    if problem:
+        raise ValueError(f"{where} returned an unusable reward: {problem} ({RULE})")
+    return reward

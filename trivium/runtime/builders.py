@@ -205,6 +205,7 @@ def build_explorer(
         runner_pool=pool,
         eval_runner_pool=pool,
         batch_size=explorer.batch_size,
+        max_steps=explorer.step_limit,
         eval_sets=build_eval_sets(settings),
         experience_pipeline=connect_selector_feedback(build_experience_pipeline(explorer), taskset_reader),
         advantage_fn=explorer.group_advantage_fn,

@@ -3,7 +3,6 @@ rollout and auxiliary engines, their wrappers, the runners, over-rollout and ser
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
@@ -137,16 +136,18 @@ def auxiliary_wrapper_settings(config: Any) -> tuple[WrapperSettings, ...]:
 
 
 def expected_explore_steps(config: Any) -> int | None:
-    """Explorer steps the run will take: buffer.total_steps, else enough for the trainer's steps,
-    else the epochs over the tasksets (explore mode)."""
-    from trivium.config.resolve import explorer_total_steps
+    """Explorer steps the run will take: in a mode that trains what it explores, those its
+    trainer uses (at most the tasksets' steps); otherwise the tasksets' steps."""
+    from trivium.config.resolve import explorer_steps_to_train, explorer_total_steps
 
-    if config.buffer.total_steps:
-        return int(config.buffer.total_steps)
-    if config.trainer.total_steps:
-        per_step = config.buffer.batch_size * config.algorithm.repeat_times
-        return math.ceil(config.trainer.total_steps * config.buffer.train_batch_size / max(1, per_step))
+    if trains_what_it_explores(config.mode):
+        return explorer_steps_to_train(config)
     return explorer_total_steps(config)
+
+
+def trains_what_it_explores(mode: str) -> bool:
+    traits = traits_of(mode)
+    return traits.trains and traits.reads_training_tasksets
 
 
 def explorer_settings(config: Any, engine_threads: int | None = None) -> ExplorerSettings:
@@ -163,6 +164,7 @@ def explorer_settings(config: Any, engine_threads: int | None = None) -> Explore
     return ExplorerSettings(
         batch_size=int(buffer.batch_size),
         total_steps=expected_explore_steps(config) if reads_tasksets else None,
+        step_limit=expected_explore_steps(config) if trains_what_it_explores(config.mode) else None,
         buffer_total_steps=buffer.total_steps,
         tasksets=tuple(buffer.explorer_input.tasksets) if reads_tasksets else (),
         eval_tasksets=tuple(buffer.explorer_input.eval_tasksets),

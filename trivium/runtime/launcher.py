@@ -1,7 +1,10 @@
 """``launch(config)``: run one resolved config (one stage) in its mode, then report.
 
 The session places the components (this process, or Ray actors); the loop of the mode
-drives them; the run ends with a final evaluation, a final checkpoint and a summary.
+drives them; the run ends with a final evaluation, a final checkpoint and a summary. A run
+that trains what it explores and whose trainer fell short of its steps (tasks failed,
+experiences dropped, updates skipped) says what was not trained and why, and exits with
+``SHORTFALL_EXIT_CODE`` (see ``trivium.monitor.shortfall``).
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from trivium.monitor.shortfall import Shortfall
 from trivium.runtime import loops, stopping
 from trivium.runtime.cpu_share import restored_torch_threads
 from trivium.runtime.session import RunSession
@@ -23,6 +27,9 @@ LOOPS = {
 }
 
 logger = logging.getLogger("trivium.runtime")
+
+# A run that ended by itself but trained less than it planned, for a reason it did not ask for.
+SHORTFALL_EXIT_CODE = 1
 
 
 def launch(config: Any, console: Any = None) -> int:
@@ -49,12 +56,20 @@ def launch(config: Any, console: Any = None) -> int:
             with progress, restored_torch_threads():
                 LOOPS[mode](session, progress)
             finish(session)
+            shortfall = record_shortfall(session)
         finally:
             session.close()
     report(session, console)
     if stopping.stop_requested():
         logger.warning("the run stopped early (%s); it resumes with continue_from_checkpoint: true", stopping.stop_reason())
-    return stopping.exit_code()
+        return stopping.exit_code()
+    if shortfall is not None and shortfall.falls_short:
+        text = "the run fell short: " + ". ".join(shortfall.lines())
+        if shortfall.is_error:
+            logger.error("%s", text)
+            return SHORTFALL_EXIT_CODE
+        logger.warning("%s", text)
+    return 0
 
 
 def finish(session: RunSession) -> None:
@@ -70,6 +85,22 @@ def finish(session: RunSession) -> None:
             loops.evaluate(session, step)
     if trainer is not None and trainer.global_step() > 0:
         session.save_checkpoint(final=True)
+
+
+def record_shortfall(session: RunSession) -> Shortfall | None:
+    """What a run that trains what it explores did not train, logged as ``shortfall/*`` trainer
+    metrics when it fell short; None for other modes, a stopped run, or an unknown step count."""
+    traits = session.settings.traits
+    if not (traits.trains and traits.reads_training_tasksets) or stopping.stop_requested():
+        return None
+    planned = session.settings.trainer.total_steps
+    if not planned:
+        return None
+    step = session.trainer.global_step()
+    shortfall = session.tally.shortfall(planned_steps=planned, trained_steps=step)
+    if shortfall.falls_short:
+        session.log_trainer(shortfall.to_metrics(), step)
+    return shortfall
 
 
 def report(session: RunSession, console: Any = None) -> None:

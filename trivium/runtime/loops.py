@@ -14,6 +14,13 @@ catch up; in ``colocate`` the trainer's turn), each trainer step ``time/idle_tra
 it waited for experiences: in ``colocate`` the explorer's turn before it). The first step of
 the process also logs ``time/startup`` (``trivium.runtime.startup``).
 
+Ending: every wait between explorer and trainer ends on a stop request, and when the other
+side has finished or failed (``trivium.sync.synchronizer``; a trainer waiting for experiences
+stops waiting once the explorer finishes writing). In ``both``, once a stop was requested or a
+side failed, the other gets ``sync_timeout`` plus its longest step so far to end; a loop still
+running then is reported stuck and the run ends with an error, never a hang. The loops count
+what was explored, trained and lost in ``session.tally`` for the shortfall check at the end.
+
 The loops call the session and its two workers only. The workers are local objects or Ray
 actors (``trivium.runtime.ray_placement``); the loop code is the same.
 """
@@ -26,11 +33,14 @@ import time
 import traceback
 from typing import Any
 
+from trivium.core.durations import seconds_text
 from trivium.errors import ComponentDied, SyncTimeout, UserError
 from trivium.monitor.metric_names import IDLE_EXPLORER, IDLE_TRAINER
 from trivium.runtime.session import RunSession
 from trivium.runtime.startup import startup_metric
 from trivium.runtime.stopping import stop_requested
+from trivium.runtime.workers import skipped_update
+from trivium.sync.synchronizer import VersionUnreachable
 from trivium.trainer import checkpoint as ckpt
 
 logger = logging.getLogger("trivium.runtime")
@@ -69,6 +79,7 @@ def explore_once(session: RunSession, progress: Any, *, idle_seconds: float = 0.
         metrics.update(startup_metric(began))
         metrics[IDLE_EXPLORER] = idle_seconds
         step = int(metrics["explorer/step"])
+        session.tally.explored(metrics)
         session.log_explorer(metrics, step)
         if progress:
             progress.update_explore(step)
@@ -91,11 +102,27 @@ def train_once(
         metrics.update(startup_metric(began))
         metrics[IDLE_TRAINER] = metrics.get(IDLE_TRAINER, 0.0) + idle_seconds
         step = session.trainer.global_step()
+        session.tally.trained_step(metrics, consumed, session.settings.train_batch_size)
+        report_skipped_update(session, metrics, step)
         session.log_trainer(metrics, step)
         if progress:
             progress.update_train(step)
         session.save_if_due()
     return metrics, consumed
+
+
+def report_skipped_update(session: RunSession, metrics: dict[str, float], step: int) -> None:
+    """A step that trained nothing (non-finite gradients) is an error on the console, naming its samples."""
+    why = skipped_update(metrics)
+    if why is None:
+        return
+    samples = session.trainer.samples_of_last_step()
+    shown = ", ".join(samples[:8]) + (f" and {len(samples) - 8} more" if len(samples) > 8 else "")
+    logger.error(
+        "trainer step %d: the update was skipped: %s. Its %d samples were not trained (%s); "
+        "log/trained_samples.jsonl marks the step skipped, log/trainer.log has the details",
+        step, why, len(samples), shown,
+    )
 
 
 def training_done(session: RunSession) -> bool:
@@ -108,6 +135,7 @@ def training_done(session: RunSession) -> bool:
 def run_colocate(session: RunSession, progress: Any = None) -> None:
     sync = session.synchronizer
     batch_size = session.settings.train_batch_size
+    discards_leftovers = leftovers_go_stale(session)
     startup_eval(session)
     pending = session.restored_unread  # rollouts written and not yet trained on
     explorer_idle = 0.0  # the trainer's turn since the last explorer step
@@ -129,6 +157,8 @@ def run_colocate(session: RunSession, progress: Any = None) -> None:
                 trainer_idle = 0.0
                 pending -= result[1]
                 trained = trained or bool(result[0])
+            if trained and pending > 0 and discards_leftovers and not training_done(session):
+                pending -= discard_leftovers(session, pending)
             if trained:
                 # One thread: the engine copies the tensors, so no snapshot is needed.
                 session.log_explorer(session.sync_now(copy=False), step)
@@ -138,10 +168,44 @@ def run_colocate(session: RunSession, progress: Any = None) -> None:
         logger.info("%d experiences left over (less than one training batch)", pending)
 
 
+def leftovers_go_stale(session: RunSession) -> bool:
+    """Whether colocate discards what is left untrained at a weight sync.
+
+    When a sync interval's experiences make a whole number of batches, each interval's
+    experiences are trained within it, by the weights that sampled them (on-policy). A
+    remainder smaller than a batch (tasks failed, experiences dropped) would be trained after
+    the sync, staler than the schedule ever trains a sample, so it is discarded and counted.
+    A schedule that does not divide evenly, or replay, trains older samples by design.
+    """
+    sync = session.settings.sync
+    batches_per_interval = sync.interval * sync.train_steps_per_explore_step
+    replay = session.settings.trainer_input.reuses_experiences
+    return not replay and abs(batches_per_interval - round(batches_per_interval)) < 1e-9
+
+
+def discard_leftovers(session: RunSession, count: int) -> int:
+    dropped = session.trainer.drop_untrained(count)
+    session.tally.discarded(dropped)
+    logger.warning(
+        "%d experiences, fewer than a training batch of %d, are discarded at this weight sync: training them "
+        "after it would train stale samples (the explorer's step came back short)",
+        dropped, session.settings.train_batch_size,
+    )
+    return dropped
+
+
 def run_both(session: RunSession, progress: Any = None) -> None:
     sync = session.synchronizer
     errors: list[BaseException] = []
     stop = threading.Event()
+    longest_step = [0.0]  # seconds of the longest explorer or trainer step so far
+
+    def timed(step, *args, **kwargs):
+        began = time.perf_counter()
+        try:
+            return step(*args, **kwargs)
+        finally:
+            longest_step[0] = max(longest_step[0], time.perf_counter() - began)
 
     # A resumed trainer's buffer holds experiences already written (fully_async counts them).
     sync.experiences_written(session.restored_unread)
@@ -151,11 +215,19 @@ def run_both(session: RunSession, progress: Any = None) -> None:
             startup_eval(session)
             while not stop.is_set() and not stop_requested():
                 wait_start = time.perf_counter()
-                update = sync.explorer_update(session.explorer.step() + 1)
+                next_step = session.explorer.step() + 1
+                try:
+                    update = sync.explorer_update(next_step)
+                except VersionUnreachable as blocked:
+                    session.tally.explorer_stopped(str(blocked))
+                    logger.error("the explorer stops before its step %d: %s", next_step, blocked)
+                    break
+                if stop.is_set() or stop_requested() or sync.trainer_has_finished:
+                    break  # the wait ended because the trainer is done or a stop was asked
                 idle = time.perf_counter() - wait_start
                 if update is not None:
                     session.log_explorer(session.load_weights(update), session.explorer.step())
-                metrics = explore_once(session, progress, idle_seconds=idle)
+                metrics = timed(explore_once, session, progress, idle_seconds=idle)
                 if metrics is None:
                     break
                 sync.experiences_written(int(metrics.get("rollout/num_experiences", 0)))
@@ -170,12 +242,13 @@ def run_both(session: RunSession, progress: Any = None) -> None:
     def trainer_loop() -> None:
         try:
             while not stop.is_set() and not training_done(session):
-                result = train_once(session, progress)
+                result = timed(train_once, session, progress)
                 if result is None:
                     break
-                if result[0] and sync.trainer_should_publish(session.trainer.model_version()):
+                version = session.trainer.model_version()
+                if result[0] and sync.trainer_should_publish(version):
                     session.publish_weights(copy=True)
-                sync.experiences_trained(result[1])
+                sync.experiences_trained(result[1], trainer_version=version)
         except BaseException as error:
             errors.append(error)
             logger.error("trainer failed: %s", _described(error))
@@ -193,10 +266,36 @@ def run_both(session: RunSession, progress: Any = None) -> None:
     ]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    grace = session.settings.sync.timeout
+    stuck = join_loops(threads, ending=lambda: bool(errors) or stop_requested(),
+                       grace=lambda: grace + longest_step[0])
+    if stuck:
+        why = "a stop was requested" if stop_requested() and not errors else "the other loop failed"
+        stuck_error = SyncTimeout(
+            f"after {why}, the {' and '.join(stuck)} loop did not end within "
+            f"{seconds_text(grace + longest_step[0])} (synchronizer.sync_timeout plus its longest step); it is "
+            f"stuck: see log/{stuck[0]}.log. The run ends without its final checkpoint"
+        )
+        logger.error("%s", stuck_error)
+        errors.append(stuck_error)
     if errors:
-        raise errors[0]
+        # A dead component is the cause of what the other side then saw (a sync timeout, say).
+        raise next((error for error in errors if isinstance(error, ComponentDied)), errors[0])
+
+
+def join_loops(threads: list[threading.Thread], *, ending, grace) -> list[str]:
+    """Wait for every loop. Once ``ending()`` holds (a stop request, a failed loop), the loops
+    still running get ``grace()`` more seconds; returns the names of those still running then."""
+    deadline = None
+    while True:
+        alive = [thread for thread in threads if thread.is_alive()]
+        if not alive:
+            return []
+        if deadline is None and ending():
+            deadline = time.monotonic() + grace()
+        if deadline is not None and time.monotonic() >= deadline:
+            return [thread.name for thread in alive]
+        alive[0].join(0.2)
 
 
 def run_train(session: RunSession, progress: Any = None) -> None:

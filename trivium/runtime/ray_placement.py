@@ -19,6 +19,7 @@ import math
 import os
 from typing import Any
 
+from trivium.core.durations import seconds_text
 from trivium.errors import UserError
 from trivium.runtime.ray_actors import (
     ActorProxy,
@@ -268,7 +269,7 @@ class RayPlacement:
             if not done:
                 waiting = ", ".join(names[ref] for ref in pending)
                 raise SyncTimeout(
-                    f"{what} did not finish within {timeout:.0f}s (synchronizer.sync_timeout): still waiting for "
+                    f"{what} did not finish within {seconds_text(timeout)} (synchronizer.sync_timeout): still waiting for "
                     f"{waiting}; see their logs in the run's log/ folder"
                 )
             ref = done[0]

@@ -3,7 +3,8 @@
 The session reads the resolved config once (``build_run_settings``), places the explorer and
 trainer workers in this process or on Ray actors (``trivium.runtime.ray_placement``), and owns
 what spans both: resuming from the run directory, the synchronizer and the weight transfers,
-checkpoints with the explorer's position, monitors, and tear-down. The mode loops in
+checkpoints with the explorer's position, monitors, the tally of what was explored, trained
+and lost (``trivium.runtime.run_tally``), and tear-down. The mode loops in
 ``trivium.runtime.loops`` only call its methods and the workers'; the same loop code runs
 whatever the placement.
 """
@@ -19,8 +20,11 @@ import torch
 
 from trivium.config.load import config_to_dict
 from trivium.core.background_call import BackgroundCall
+from trivium.core.durations import seconds_text
 from trivium.errors import SyncTimeout
+from trivium.runtime.run_tally import RunTally
 from trivium.runtime.settings import RunSettings, build_run_settings
+from trivium.runtime.stopping import stop_requested
 from trivium.runtime.workers import ExplorerWorker, TrainerWorker
 from trivium.sync.synchronizer import Synchronizer, WeightUpdate
 from trivium.trainer import checkpoint as ckpt
@@ -64,6 +68,8 @@ class RunSession:
         except BaseException:
             self.close()
             raise
+        # What the run explores, trains and loses, for the shortfall check at its end.
+        self.tally = RunTally(written=self.restored_unread)
 
     # ------------------------------------------------------------------ building
     def _place_workers(self) -> None:
@@ -103,7 +109,7 @@ class RunSession:
         )
 
     def _build_synchronizer(self) -> Synchronizer:
-        sync = self.settings.sync
+        sync, inputs = self.settings.sync, self.settings.trainer_input
         synchronizer = Synchronizer(
             sync_method=sync.method,
             sync_style=sync.style,
@@ -114,9 +120,12 @@ class RunSession:
             train_batch_size=self.settings.train_batch_size,
             run_dir=self.run_dir,
             logger=logger,
+            should_stop=stop_requested,
+            # With replay the trainer may reach any version from the experiences it reuses.
+            counts_experiences=inputs is not None and not inputs.reuses_experiences,
         )
         if self.resume_step is not None:
-            synchronizer.confirmed_version = self.resume_step
+            synchronizer.confirmed_version = synchronizer.trainer_version = self.resume_step
         return synchronizer
 
     def _resume_explorer(self) -> None:
@@ -203,7 +212,7 @@ class RunSession:
         if not call.wait(timeout):
             raise SyncTimeout(
                 f"loading weight version {version} into the rollout engines (explorer at step {self.explorer.step()}) "
-                f"did not finish within {timeout:.0f}s (synchronizer.sync_timeout); an engine is stalled: see "
+                f"did not finish within {seconds_text(timeout)} (synchronizer.sync_timeout); an engine is stalled: see "
                 "log/explorer.log"
             )
         return call.result()
@@ -235,7 +244,7 @@ class RunSession:
             if time.monotonic() > deadline:
                 raise SyncTimeout(
                     f"checkpoint at trainer step {self.trainer.global_step()}: the explorer has not recorded "
-                    f"step {needed} within {self.settings.sync.timeout:.0f} s though the trainer read its experiences"
+                    f"step {needed} within {seconds_text(self.settings.sync.timeout)} though the trainer read its experiences"
                 )
             time.sleep(0.02)
 

@@ -79,6 +79,7 @@ class TrainerInputSettings:
     auxiliary_buffers: tuple[tuple[str, StorageConfig], ...]
     mixes_expert_data: bool
     expert_data_ratio: float
+    reuses_experiences: bool = False  # replay: an experience may be trained more than once
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,7 @@ def build_run_settings(config: Any) -> RunSettings:
             auxiliary_buffers=tuple(config.buffer.trainer_input.auxiliary_buffers.items()),
             mixes_expert_data=algorithm.sample_strategy == "mix",
             expert_data_ratio=float((algorithm.sample_strategy_args or {}).get("expert_data_ratio", 0.25)),
+            reuses_experiences=bool(storage.replay_buffer.enable),
         ) if traits.trains else None,
         reads_dataset=config.mode == "train" and (storage.storage_type == "file" or _preset_trains_on_datasets(algorithm)),
         total_epochs=int(config.buffer.total_epochs),

@@ -67,13 +67,18 @@ def check_trainer_parallelism(config: Any) -> None:
 
 def loss_settings(algorithm: Any) -> LossSettings:
     """Coefficients come from the preset or the user (resolve() merged them into the *_args)."""
+    penalty_args = algorithm.kl_penalty_fn_args or {}
+    adaptive = bool(penalty_args.get("adaptive", False))
     return LossSettings(
         policy_loss_fn=algorithm.policy_loss_fn,
         policy_loss_fn_args=dict(algorithm.policy_loss_fn_args or {}),
         advantage_fn=algorithm.advantage_fn or "none",
         advantage_fn_args=dict(algorithm.advantage_fn_args or {}),
         kl_penalty_fn=algorithm.kl_penalty_fn or "none",
-        kl_penalty_coef=float((algorithm.kl_penalty_fn_args or {}).get("kl_coef", 0.0)),
+        kl_penalty_coef=float(penalty_args.get("kl_coef", 0.0)),
+        kl_penalty_adaptive=adaptive,
+        kl_penalty_target=float(penalty_args["target_kl"]) if adaptive else None,
+        kl_penalty_horizon=float(penalty_args["horizon"]) if adaptive else None,
         kl_loss_fn=algorithm.kl_loss_fn or "none",
         kl_loss_coef=float((algorithm.kl_loss_fn_args or {}).get("kl_coef", 0.0)),
         entropy_loss_fn=algorithm.entropy_loss_fn or "none",
@@ -161,4 +166,5 @@ def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads:
         data_parallel_size=int(trainer.data_parallel_size or 1),
         strategy=TRAINER_STRATEGY_NAMES[trainer.trainer_strategy],
         param_offload=bool(trainer.param_offload),
+        collective_timeout=float(config.synchronizer.sync_timeout),
     )

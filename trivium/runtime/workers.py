@@ -30,7 +30,7 @@ from trivium.models.lora_delta import (
     update_bytes,
 )
 from trivium.models.model_dir import check_model_dir
-from trivium.monitor.metric_names import IDLE_TRAINER
+from trivium.monitor.metric_names import CRITIC_UPDATE_SKIPPED, IDLE_TRAINER, UPDATE_SKIPPED
 from trivium.runtime import builders, trained_samples
 from trivium.runtime.settings import RunSettings
 from trivium.sync.collective import tensor_spec
@@ -240,6 +240,7 @@ class TrainerWorker:
         # an explorer position at least this far on.
         self.newest_explore_step = 0
         self.probe_experiences: list[Any] = []
+        self.last_samples: list[str] = []
         self.publications = 0  # weight publications so far; every self_check_interval-th is checked
         # nccl: snapshots by version, kept until broadcast (a broadcast may run in another thread
         # while the trainer goes on training and staging newer versions).
@@ -285,8 +286,31 @@ class TrainerWorker:
         self.probe_experiences = [e for e in experiences[:2] if e.response_length > 0]
         metrics = self.trainer.train_step(experiences)
         metrics[IDLE_TRAINER] = waited
-        trained_samples.record_step(self.run_dir, self.trainer.global_step, experiences)
+        self.last_samples = [f"{e.task_id}#{e.run_id}" for e in experiences if not e.is_expert]
+        skipped = skipped_update(metrics)
+        trained_samples.record_step(self.run_dir, self.trainer.global_step, experiences, skipped=skipped)
+        if skipped:
+            self.log.error("step %d: %s; its %d samples were not trained: %s", self.trainer.global_step, skipped,
+                           len(self.last_samples), ", ".join(self.last_samples))
         return metrics, sum(not e.is_expert for e in experiences)
+
+    def drop_untrained(self, count: int) -> int:
+        """Read up to ``count`` explored experiences that are there now and leave them untrained
+        (colocate: left over at a weight sync, stale after it); returns how many."""
+        # ``mix`` adds expert rows to what it reads: take the explored ones from its own reader.
+        reader = getattr(self.reader, "rl_reader", self.reader)
+        try:
+            dropped = reader.read(count, timeout=0.0)
+        except BufferExhausted:
+            return 0
+        if dropped:
+            self.log.warning("discarded %d experiences left over at a weight sync: %s", len(dropped),
+                             ", ".join(f"{e.task_id}#{e.run_id}" for e in dropped))
+        return len(dropped)
+
+    def samples_of_last_step(self) -> list[str]:
+        """``task_id#run_id`` of each sample the last step read (expert rows left out)."""
+        return list(self.last_samples)
 
     def newest_explore_step_read(self) -> int:
         return self.newest_explore_step
@@ -402,6 +426,13 @@ class TrainerWorker:
         if self._broadcast_group is not None:
             self._broadcast_group.close()
         self.trainer.close()
+
+
+def skipped_update(metrics: dict[str, float]) -> str | None:
+    """Why a trainer step's update was left out, from its metrics; None when it was applied."""
+    parts = [f"{int(metrics[key])} {model} update(s) skipped" for key, model in
+             ((UPDATE_SKIPPED, "actor"), (CRITIC_UPDATE_SKIPPED, "critic")) if metrics.get(key)]
+    return f"non-finite gradients ({', '.join(parts)})" if parts else None
 
 
 def load_actor_weights(actor_dir: Path, *, merge_adapter: bool = False) -> dict[str, torch.Tensor]:

@@ -12,15 +12,15 @@ replaces it. ``commit`` gives every rewarded session's branches the session's re
 them ready for training (group advantages, the experience pipeline) and writes them to the
 run's experience buffer.
 
-Knows nothing about HTTP beyond the errors it raises (404 unknown session, 409 out of order,
-503 after the run stopped taking commits); the server in ``trivium.models.server`` calls it.
+Knows nothing about HTTP beyond the errors it raises (400 a reward that fails the rule every
+reward passes, ``trivium.core.reward_check``; 404 unknown session, 409 out of order, 503 after
+the run stopped taking commits); the server in ``trivium.models.server`` calls it.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from trivium.core.experience import Experience
+from trivium.core.reward_check import MAX_ABS_REWARD, reward_problem
 from trivium.models.openai_client import last_turn
 from trivium.models.server_guard import BadRequest, HTTPProblem
 
@@ -168,8 +169,12 @@ class SessionRecorder:
         """Record a session's reward (and optional ``group_id`` and ``info``); once per session."""
         session_id, reward = body.get("session_id"), body.get("reward")
         check_session_id(session_id)
-        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
-            raise BadRequest(f"`reward` must be a finite number, got {reward!r}")
+        problem = reward_problem(reward)
+        if problem:
+            raise BadRequest(
+                f"`reward` must be a finite number within ±{MAX_ABS_REWARD:g} (the rule every reward passes); "
+                f"got {reward!r}: {problem}"
+            )
         group_id, info = body.get("group_id"), body.get("info") or {}
         if group_id is not None and not isinstance(group_id, str):
             raise BadRequest(f"`group_id` must be a string, got {group_id!r}")

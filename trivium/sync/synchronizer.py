@@ -20,8 +20,17 @@ report. When the explorer should sync and which version it needs follow ``sync_s
 
 Transports: ``memory`` hands over tensors in-process; ``checkpoint`` writes the weights under
 the run directory and hands over the path (a sharded trainer writes one file per gathered
-bucket into a directory, so it never holds the whole model). A wait longer than ``sync_timeout`` raises
-``SyncTimeout``: a clear error, never a hang.
+bucket into a directory, so it never holds the whole model).
+
+Every wait of the explorer ends, one way or another:
+
+- with what it waited for;
+- at once, returning, when a stop was requested (``should_stop``) or the trainer finished:
+  the loop then stops exploring;
+- at once, with ``VersionUnreachable``, when the version it needs cannot come: the trainer
+  has fewer untrained experiences than the batches it must train to reach it, and the
+  explorer writes nothing more until it gets it (tasks failed, experiences were dropped);
+- after ``sync_timeout`` with ``SyncTimeout``: a clear error, never a hang.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import logging
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,9 +47,19 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from trivium.core.durations import seconds_text
 from trivium.errors import SyncTimeout
 
-__all__ = ["SyncTimeout", "Synchronizer", "WeightUpdate", "stage_weights", "sync_weights_dir"]
+__all__ = ["SyncTimeout", "Synchronizer", "VersionUnreachable", "WeightUpdate", "stage_weights", "sync_weights_dir"]
+
+# A waiting side looks at ``should_stop`` at least this often (seconds).
+STOP_POLL_SECONDS = 0.2
+
+
+class VersionUnreachable(Exception):
+    """The explorer needs a weight version the trainer cannot reach with the experiences
+    written so far; the message gives the numbers. Not an error in itself: the explorer stops
+    and the run reports what was not trained."""
 
 
 @dataclass
@@ -83,7 +103,12 @@ class Synchronizer:
         train_batch_size: int = 1,
         run_dir: str | Path | None = None,
         logger: logging.Logger | None = None,
+        should_stop: Callable[[], bool] = lambda: False,
+        counts_experiences: bool = False,
     ):
+        """``should_stop``: a stop was requested (every wait returns soon after it holds).
+        ``counts_experiences``: the loop reports every experience written and trained, and the
+        trainer trains each once (no replay), so a version it cannot reach is known at once."""
         if sync_method not in ("memory", "checkpoint", "nccl"):
             raise ValueError(f"unknown sync_method {sync_method!r}")
         # In one process nccl is the same as memory; across Ray actors the session broadcasts
@@ -97,12 +122,16 @@ class Synchronizer:
         self.train_batch_size = max(1, int(train_batch_size))
         self.run_dir = Path(run_dir) if run_dir else None
         self.logger = logger or logging.getLogger("trivium.sync")
+        self.should_stop = should_stop
+        self.counts_experiences = counts_experiences
         self._latest: WeightUpdate | None = None
         self._cond = threading.Condition()
         self._sync_requested = False
         self._trainer_finished = False
         self.confirmed_version = 0
-        # fully_async: experiences written by the explorer and not yet trained on.
+        self.trainer_version = 0  # the trainer's weight version after its last reported step
+        # Experiences written by the explorer and not yet trained on (the lead of fully_async,
+        # and what bounds the versions the trainer can still reach).
         self._untrained = 0
 
     # ------------------------------------------------------------------ explorer side
@@ -115,32 +144,61 @@ class Synchronizer:
         return max(0, int(done * self.ratio) - self.sync_offset)
 
     def wait_for(self, min_version: int, timeout: float | None = None) -> WeightUpdate | None:
-        """Block until a version >= ``min_version`` is published (None if it is already loaded)."""
+        """Block until a version >= ``min_version`` is published (None if it is already loaded).
+
+        Returns early when the trainer finished (its newest version, if not loaded yet) or a stop
+        was requested (None); raises ``VersionUnreachable`` when the version cannot come.
+        """
         if min_version <= self.confirmed_version:
             return None
-        deadline = time.monotonic() + (self.sync_timeout if timeout is None else timeout)
+        wait = self.sync_timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
         with self._cond:
             while self._latest is None or self._latest.version < min_version:
                 if self._trainer_finished:
                     return self._latest if self._latest and self._latest.version > self.confirmed_version else None
+                if self.should_stop():
+                    return None
+                unreachable = self._unreachable(min_version)
+                if unreachable:
+                    raise VersionUnreachable(unreachable)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     have = self._latest.version if self._latest else 0
                     raise SyncTimeout(
-                        f"the explorer waited {self.sync_timeout:.0f}s (synchronizer.sync_timeout) for weight "
+                        f"the explorer waited {seconds_text(wait)} (synchronizer.sync_timeout) for weight "
                         f"version {min_version}, but the trainer has published only version {have}. "
                         "The trainer may be stuck or too slow; raise sync_timeout or check log/trainer.log."
                     )
-                self._cond.wait(remaining)
+                self._cond.wait(min(remaining, STOP_POLL_SECONDS))
             return self._latest
 
+    def _unreachable(self, version: int) -> str | None:
+        """Why the trainer cannot reach ``version`` without more experiences, or None (call under the lock)."""
+        if not self.counts_experiences:
+            return None
+        steps = version - self.trainer_version
+        needed = steps * self.train_batch_size
+        if steps <= 0 or self._untrained >= needed:
+            return None
+        return (
+            f"the explorer needs weight version {version}, but the trainer is at version {self.trainer_version} "
+            f"with {max(self._untrained, 0)} untrained experiences, fewer than the {needed} its next {steps} "
+            f"step(s) need ({self.train_batch_size} each), and the explorer writes no more until it gets it"
+        )
+
     def request_sync(self, timeout: float | None = None) -> WeightUpdate | None:
-        """explorer_driven: ask for the trainer's newest weights and wait for them."""
+        """explorer_driven: ask for the trainer's newest weights and wait for them
+        (they come after its next step)."""
         with self._cond:
             have = self._latest.version if self._latest else 0
             self._sync_requested = True
             self._cond.notify_all()
-        return self.wait_for(max(have + 1, self.confirmed_version + 1), timeout)
+            wanted = max(have + 1, self.confirmed_version + 1)
+            unreachable = self._unreachable(max(wanted, self.trainer_version + 1))
+        if unreachable:
+            raise VersionUnreachable(unreachable)
+        return self.wait_for(wanted, timeout)
 
     def poll(self) -> WeightUpdate | None:
         """trainer_driven: the newest published weights if newer than what is loaded."""
@@ -227,44 +285,41 @@ class Synchronizer:
         with self._cond:
             self._untrained += count
 
-    def experiences_trained(self, count: int) -> None:
+    def experiences_trained(self, count: int, *, trainer_version: int | None = None) -> None:
+        """The trainer consumed ``count`` experiences in a step and now holds ``trainer_version``."""
         # The trainer may finish a batch before the explorer has counted the step it came from:
         # the count dips below zero for a moment and stays exact.
         with self._cond:
             self._untrained -= count
+            if trainer_version is not None:
+                self.trainer_version = trainer_version
             self._cond.notify_all()
 
     def wait_within_lead(self, timeout: float | None = None) -> None:
-        """Block while more than ``lead_limit`` written experiences are untrained (not after the trainer ends)."""
-        deadline = time.monotonic() + (self.sync_timeout if timeout is None else timeout)
+        """Block while more than ``lead_limit`` written experiences are untrained (not after the
+        trainer ends, nor after a stop request)."""
+        wait = self.sync_timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
         with self._cond:
-            while self._untrained > self.lead_limit and not self._trainer_finished:
+            while self._untrained > self.lead_limit and not self._trainer_finished and not self.should_stop():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise SyncTimeout(
-                        f"the explorer waited {self.sync_timeout:.0f}s (synchronizer.sync_timeout) for the trainer to "
+                        f"the explorer waited {seconds_text(wait)} (synchronizer.sync_timeout) for the trainer to "
                         f"train on its samples ({self._untrained} untrained, at most {self.lead_limit} allowed by "
                         "synchronizer.sync_offset); the trainer may be stuck: check log/trainer.log"
                     )
-                self._cond.wait(remaining)
+                self._cond.wait(min(remaining, STOP_POLL_SECONDS))
 
     def trainer_finished(self) -> None:
         with self._cond:
             self._trainer_finished = True
             self._cond.notify_all()
 
-    def wait_confirmed(self, version: int, timeout: float | None = None) -> None:
-        """Trainer side of a fixed-style barrier: wait until the explorer serves ``version``."""
-        deadline = time.monotonic() + (self.sync_timeout if timeout is None else timeout)
+    @property
+    def trainer_has_finished(self) -> bool:
         with self._cond:
-            while self.confirmed_version < version:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise SyncTimeout(
-                        f"the trainer waited {self.sync_timeout:.0f}s for the explorer to load version {version}; "
-                        "check log/explorer.log"
-                    )
-                self._cond.wait(remaining)
+            return self._trainer_finished
 
 
 def stage_weights(

@@ -14,6 +14,10 @@ class LossSettings:
     advantage_fn_args: dict[str, Any] = field(default_factory=dict)
     kl_penalty_fn: str = "none"
     kl_penalty_coef: float = 0.0
+    # The adaptive controller of the penalty's coefficient (kl_penalty_fn_args.adaptive).
+    kl_penalty_adaptive: bool = False
+    kl_penalty_target: float | None = None
+    kl_penalty_horizon: float | None = None
     kl_loss_fn: str = "none"
     kl_loss_coef: float = 0.0
     entropy_loss_fn: str = "none"
@@ -98,8 +102,9 @@ class TrainerSettings:
     strategy: str = "fsdp2"
     # FSDP2's CPUOffloadPolicy: parameter and gradient shards (so the optimizer step) in CPU memory.
     param_offload: bool = False
-    # Seconds a rank waits in a collective, including the other ranks' wait for rank 0's next call.
-    collective_timeout: float = 3600.0
+    # Seconds a rank waits in one collective, and a rank may go without a heartbeat before rank 0
+    # ends the run naming it (synchronizer.sync_timeout; trainer/rank_watch.py).
+    collective_timeout: float = 1200.0
     # torch threads of the training thread (None: the process default); set when the trainer
     # shares one CPU with engines that run at the same time.
     cpu_threads: int | None = None

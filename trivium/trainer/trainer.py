@@ -24,12 +24,18 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM
 
-from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_entropy, requires_episodes, requires_teacher
+from trivium.algorithm.advantages import (
+    ADVANTAGE_FNS,
+    requires_entropy,
+    requires_episodes,
+    requires_teacher,
+    response_mask_filter,
+)
 from trivium.algorithm.aggregation import masked_mean
 from trivium.algorithm.decoupled import behaviour_importance_weights
 from trivium.algorithm.entropy import ENTROPY_LOSS_FNS
-from trivium.algorithm.kl import KL_FNS, apply_kl_penalty, kl_loss
-from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, needs_expert_mask, pairs_rows
+from trivium.algorithm.kl import KL_FNS, adaptive_kl_coef, apply_kl_penalty, kl_loss
+from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, effective_loss_agg_mode, needs_expert_mask, pairs_rows
 from trivium.algorithm.value_loss import clipped_value_loss
 from trivium.core.batch import ExperienceBatch
 from trivium.core.experience import Experience, episode_index
@@ -37,6 +43,7 @@ from trivium.errors import UserError
 from trivium.models.lora_delta import is_adapter_dir
 from trivium.models.model_dir import check_model_dir
 from trivium.models.rope import rope_config_overrides
+from trivium.monitor.metric_names import CRITIC_UPDATE_SKIPPED, UPDATE_SKIPPED
 from trivium.registry import load_plugin_dir, loaded_plugin_dirs
 from trivium.trainer import checkpoint as ckpt
 from trivium.trainer import lora
@@ -108,11 +115,21 @@ class Trainer(WeightSource):
         self.pad_token_id = pad_token_id
         self.logger = logger or logging.getLogger("trivium.trainer")
         self.global_step = 0
+        # The KL penalty's coefficient; the adaptive controller moves it after every penalty.
+        self.kl_penalty_coef = settings.loss.kl_penalty_coef
         # Sharded: this rank's shards of weight versions staged for a streamed broadcast
         self.staged_shards: dict[int, dict[str, torch.Tensor]] = {}
-
         self.device = rank_group.device if rank_group else torch.device(settings.device)
-        device = str(self.device)
+        if rank_group is not None and rank_group.leads:
+            # Loading and sharding are collectives: a rank lost meanwhile is named, and the others stopped.
+            with rank_group.leading_set_up():
+                self._load_models()
+        else:
+            self._load_models()
+
+    def _load_models(self) -> None:
+        """The actor, its reference, the critic, their optimizers and schedules (sharded over the ranks)."""
+        settings, device = self.settings, str(self.device)
         overrides = rope_config_overrides(
             settings.model_path, rope_scaling=settings.rope_scaling, rope_theta=settings.rope_theta
         )
@@ -338,8 +355,13 @@ class Trainer(WeightSource):
         if ref_logprobs is not None and loss.kl_penalty_fn != "none" and loss.kl_penalty_coef > 0:
             current = self.batch_logprobs(self.actor, batch, self.plan(batch))
             kl = KL_FNS.get(loss.kl_penalty_fn)(current, ref_logprobs)
-            token_rewards, kl_metrics = apply_kl_penalty(token_rewards, kl, batch.response_mask, loss.kl_penalty_coef)
+            token_rewards, kl_metrics = apply_kl_penalty(token_rewards, kl, batch.response_mask, self.kl_penalty_coef)
             metrics.update(kl_metrics)
+            if loss.kl_penalty_adaptive:
+                self.kl_penalty_coef = adaptive_kl_coef(
+                    kl_coef=self.kl_penalty_coef, current_kl=kl_metrics["kl"], target_kl=loss.kl_penalty_target,
+                    horizon=loss.kl_penalty_horizon, batch_size=batch.batch_size,
+                )
         group_index = {gid: i for i, gid in enumerate(dict.fromkeys(e.group_id for e in experiences))}
         group_ids = torch.tensor([group_index[e.group_id] for e in experiences], dtype=torch.long, device=self.device)
         advantage_fn = ADVANTAGE_FNS.get(loss.advantage_fn)
@@ -350,7 +372,7 @@ class Trainer(WeightSource):
             extra.update(old_logprobs=batch.old_logprobs, teacher_logprobs=batch.teacher_logprobs)
         if requires_episodes(advantage_fn):
             extra["episode_ids"] = torch.tensor(episode_index(experiences), dtype=torch.long, device=self.device)
-        advantages, returns = advantage_fn(
+        inputs = dict(
             token_level_rewards=token_rewards,
             response_mask=batch.response_mask,
             group_ids=group_ids,
@@ -359,7 +381,12 @@ class Trainer(WeightSource):
             **extra,
             **loss.advantage_fn_args,
         )
+        advantages, returns = advantage_fn(**inputs)
         batch.advantages, batch.returns = advantages, returns
+        narrow_mask = response_mask_filter(advantage_fn)
+        if narrow_mask is not None:
+            # clipb / clipv: the dropped tokens leave every loss term and every denominator
+            batch.response_mask = narrow_mask(**inputs)
         if batch.teacher_logprobs is not None:
             # log pi_student - log pi_teacher per sampled token: a one-sample reverse KL estimate
             metrics["distill/student_teacher_kl"] = float(
@@ -386,11 +413,14 @@ class Trainer(WeightSource):
         policy_loss_fn = POLICY_LOSS_FNS.get(loss_cfg.policy_loss_fn)
         entropy_loss_fn = ENTROPY_LOSS_FNS.get(loss_cfg.entropy_loss_fn)
         takes_global_step = _accepts(policy_loss_fn, "global_step")
+        # A loss may fix its own aggregation (rec); its micro-batches are weighted by that one.
+        pg_agg_mode = effective_loss_agg_mode(policy_loss_fn, loss_cfg.policy_loss_fn_args, loss_cfg.loss_agg_mode)
         # The full-vocabulary entropy costs a pass over the logits; skip it when it has no weight.
         want_entropy = loss_cfg.entropy_loss_fn != "none" and loss_cfg.entropy_coef != 0
         use_kl_loss = ref_logprobs is not None and loss_cfg.kl_loss_fn != "none" and loss_cfg.kl_loss_coef > 0
         totals: dict[str, float] = {}
         grad_norm = torch.tensor(0.0)
+        skipped = 0  # optimizer steps left out: non-finite gradients
         for _ in range(self.settings.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
             for share in self.parallel.micro_batches(plan):
@@ -416,10 +446,10 @@ class Trainer(WeightSource):
                     **extra,
                     **loss_cfg.policy_loss_fn_args,
                 )
-                total = pg_loss
                 step_metrics = {f"actor/{k}": float(v) for k, v in pg_metrics.items()}
                 step_metrics["actor/pg_loss"] = float(pg_loss.detach())
                 step_metrics.update({f"decoupled/{k}": v for k, v in weight_metrics.items()})
+                total = torch.zeros((), device=pg_loss.device)  # the KL and entropy terms
                 if use_kl_loss:
                     kl_value, kl_metrics = kl_loss(
                         logprobs,
@@ -428,6 +458,7 @@ class Trainer(WeightSource):
                         kl_fn=loss_cfg.kl_loss_fn,
                         kl_coef=loss_cfg.kl_loss_coef,
                         loss_agg_mode=loss_cfg.loss_agg_mode,
+                        old_logprobs=old,
                     )
                     total = total + kl_value
                     step_metrics.update({f"actor/{k}": float(v) for k, v in kl_metrics.items()})
@@ -446,7 +477,9 @@ class Trainer(WeightSource):
                     # The mean surprisal of on-policy samples estimates the entropy for free.
                     step_metrics["actor/entropy"] = float(-masked_mean(logprobs.detach(), micro.response_mask))
                 weight = loss_scale(micro, batch, loss_cfg.loss_agg_mode) if share.counts else 0.0
-                (total * (weight * self.parallel.gradient_scale)).backward()
+                # the policy loss weighs by its own aggregation's share (rec may fix it), the rest by loss_agg_mode
+                pg_weight = loss_scale(micro, batch, pg_agg_mode) if share.counts else 0.0
+                ((pg_loss * pg_weight + total * weight) * self.parallel.gradient_scale).backward()
                 if share.counts:
                     for key, value in step_metrics.items():
                         totals[key] = totals.get(key, 0.0) + value * weight / self.settings.ppo_epochs
@@ -454,9 +487,11 @@ class Trainer(WeightSource):
             if torch.isfinite(grad_norm):
                 self.optimizer.step()
             else:
+                skipped += 1
                 self.logger.warning("non-finite actor grad norm %s at step %d; update skipped", grad_norm, self.global_step)
             self.scheduler.step()
         totals = self.parallel.sum_metrics(totals)
+        totals[UPDATE_SKIPPED] = float(skipped)
         totals["actor/grad_norm"] = float(grad_norm)
         totals["actor/lr"] = float(self.scheduler.get_last_lr()[0])
         return totals
@@ -477,6 +512,7 @@ class Trainer(WeightSource):
 
     def update_critic(self, batch: ExperienceBatch, plan: list[list[int]], old_values: torch.Tensor) -> dict[str, float]:
         totals: dict[str, float] = {}
+        skipped = 0
         for _ in range(self.settings.ppo_epochs):
             self.critic_optimizer.zero_grad(set_to_none=True)
             for share in self.parallel.micro_batches(plan):
@@ -502,8 +538,13 @@ class Trainer(WeightSource):
             norm = clip_gradients(self.critic.parameters(), self.settings.grad_clip)
             if torch.isfinite(norm):
                 self.critic_optimizer.step()
+            else:
+                skipped += 1
+                self.logger.warning("non-finite critic grad norm %s at step %d; update skipped", norm, self.global_step)
             self.critic_scheduler.step()
-        return self.parallel.sum_metrics(totals)
+        totals = self.parallel.sum_metrics(totals)
+        totals[CRITIC_UPDATE_SKIPPED] = float(skipped)
+        return totals
 
     # ------------------------------------------------------------------ version and checkpoints
     # (what a weight sync sends: weight_source.py)

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from trivium.core.experience import Experience
+from trivium.core.reward_check import reward_problem
 from trivium.errors import UserError
 from trivium.workflows.base import Workflow
 from trivium.workflows.prompting import build_messages, ground_truth_of
@@ -36,9 +37,13 @@ def judge_messages(*, rubric: str, question: str, answer: str, reference: Any) -
 def parse_score(text: str) -> float | None:
     """The first number in ``text`` when it lies in [0, 10], as a fraction of 10."""
     match = SCORE.search(text or "")
-    if match is None or not 0 <= float(match.group(0)) <= 10:
+    if match is None:
         return None
-    return float(match.group(0)) / 10
+    score = float(match.group(0))
+    # A score is a reward: it passes the rule every reward passes, then the rubric's range.
+    if reward_problem(score) is not None or not 0 <= score <= 10:
+        return None
+    return score / 10
 
 
 @register_builtin("rubric_judge")

@@ -6,14 +6,16 @@ truth is known. Pure functions of text and numbers; the workflows that call a mo
 
 The verdict is parsed from the judge's last bracketed list (``[0.2, 1, 0.7]``): it must be a
 list of exactly one number per response, read as a Python literal (never evaluated as code);
-each number is clipped to [0, 1]. Anything else (no list, text in it, the wrong length) is a
+each number must pass the rule every reward passes (``trivium.core.reward_check``) and is
+clipped to [0, 1]. Anything else (no list, text in it, the wrong length) is a
 malformed verdict and parses to None.
 """
 
 from __future__ import annotations
 
 import ast
-import math
+
+from trivium.core.reward_check import reward_problem
 
 JUDGE_SYSTEM_PROMPT = (
     "You are an impartial grader. You will see one question and {count} candidate solutions. "
@@ -53,7 +55,7 @@ def parse_ruler_scores(text: str, *, count: int) -> list[float] | None:
         return None
     scores = []
     for value in values:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if reward_problem(value) is not None:  # a score is a reward: the same rule applies
             return None
         # s = min(1, max(0, v))
         scores.append(min(1.0, max(0.0, float(value))))

@@ -25,8 +25,13 @@ demo: setup
 	test -f data/arithmetic/train.jsonl || $(VENV)/bin/trivium init data --task arithmetic --out data/arithmetic --num-train 2000 --num-test 200
 	$(VENV)/bin/trivium run --config examples/quickstart.yaml
 
+# Two xdist workers, one per core, each with one OpenMP thread (inherited by the runs the
+# tests start as processes): two spinning thread pools on two cores slow both far more than
+# half. Tests that start Ray share one worker (the `ray` marker, tests/conftest.py).
+PYTEST_PARALLEL ?= -n 2 --dist loadgroup
+
 test: setup browser
-	$(PY) -m pytest tests -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest tests -q $(PYTEST_PARALLEL)
 
 # The Studio's browser tests use Debian's Chromium (Playwright cannot download a browser here).
 # Installed when missing and apt-get exists; without it those tests skip and say why.
@@ -38,7 +43,7 @@ browser:
 	fi
 
 test-fast: setup browser
-	$(PY) -m pytest tests -q -m "not slow"
+	OMP_NUM_THREADS=1 $(PY) -m pytest tests -q -m "not slow" $(PYTEST_PARALLEL)
 
 # The chaos suite, long version: 5 SIGKILLs per chain (20 in all), table in benchmarks/results/chaos.md.
 # `make test` runs the same scenarios with one SIGKILL per chain.

@@ -1,8 +1,19 @@
-"""Fixtures shared by every test folder."""
+"""Fixtures shared by every test folder, and how the suite shares two workers.
+
+``make test`` runs the suite on two pytest-xdist workers (``--dist loadgroup``). Tests marked
+``ray`` start a local Ray instance, and Ray's clean-up (``ray stop --force``, the process
+checks) is machine-wide, so they all go to one worker, one at a time.
+"""
 
 import pytest
 
 from trivium.models.tiny import build_tiny_model
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("ray") is not None:
+            item.add_marker(pytest.mark.xdist_group("ray"))
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,19 @@
-"""Shared set-up for end-to-end runs: a tiny model, arithmetic data, and a config writer."""
+"""Shared set-up for end-to-end runs: a tiny model, arithmetic data, a config writer, and the
+quickstart's SFT warm-up, run once per session for the tests that continue from it."""
 
+import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
+from trivium.cli.main import main
 from trivium.data.builder import build_task_data
+from trivium.models.tiny import build_tiny_model
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+# The quickstart recipes' SFT stage stops at 500 steps; the LoRA recipe's at 375.
+SFT_STEPS = (375, 500)
 
 
 @pytest.fixture(scope="session")
@@ -78,3 +86,52 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def quickstart_inputs(tmp_path_factory) -> dict[str, str]:
+    """The quickstart's model and data as `make demo` builds them, as the recipes' environment variables."""
+    root = tmp_path_factory.mktemp("quickstart")
+    return {
+        "TRIVIUM_MODEL_PATH": str(build_tiny_model(root / "model", preset="tiny", seed=0)),
+        "TRIVIUM_DATA_PATH": str(build_task_data("arithmetic", root / "data", num_train=2000, num_test=200)),
+    }
+
+
+@pytest.fixture(scope="session")
+def quickstart_sft_runs(tmp_path_factory, quickstart_inputs) -> dict[int, Path]:
+    """The quickstart's SFT stage run once per session: its run directory after each of ``SFT_STEPS``.
+
+    The quickstart recipes (plain, FSDP, LoRA) share this stage. It runs to 375 steps, and a
+    copy of that run continues to 500 with ``continue_from_checkpoint`` (the learning rate is
+    constant after warm-up, so the two legs equal one run). ``continue_quickstart`` puts one of
+    them in front of a recipe's GRPO stage.
+    """
+    recipe = yaml.safe_load((EXAMPLES / "quickstart.yaml").read_text())
+    recipe["stages"] = recipe["stages"][:1]
+    root = tmp_path_factory.mktemp("quickstart_sft")
+    run_dirs: dict[int, Path] = {}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in quickstart_inputs.items():
+            patch.setenv(name, value)
+        for steps in SFT_STEPS:
+            runs_root = root / f"after_{steps}"
+            run_dir = runs_root / recipe["project"] / recipe["name"] / "sft_warmup"
+            if run_dirs:
+                shutil.copytree(run_dirs[max(run_dirs)], run_dir, ignore=shutil.ignore_patterns("*.lock"))
+            patch.setenv("TRIVIUM_CHECKPOINT_ROOT_DIR", str(runs_root))
+            recipe["stages"][0]["buffer"]["total_steps"] = steps
+            config = root / f"sft_{steps}.yaml"
+            config.write_text(yaml.safe_dump(recipe, sort_keys=False))
+            assert main(["run", "--config", str(config), "continue_from_checkpoint=true"]) == 0
+            assert (run_dir / f"global_step_{steps}" / "actor" / "huggingface").is_dir()
+            run_dirs[steps] = run_dir
+    return run_dirs
+
+
+def continue_quickstart(sft_runs: dict[int, Path], runs_root: Path, run_name: str, *, sft_steps: int = 500) -> None:
+    """Place the finished SFT stage of ``sft_steps`` where recipe ``run_name`` keeps it, so
+    ``trivium run`` with ``continue_from_checkpoint=true`` finds that stage done and starts the GRPO
+    stage from its weights, as it does for a run stopped between the two stages."""
+    destination = runs_root / "quickstart" / run_name / "sft_warmup"
+    shutil.copytree(sft_runs[sft_steps], destination, ignore=shutil.ignore_patterns("*.lock"))

@@ -58,7 +58,7 @@ def fully_async_config(assets, run_root, placement: str) -> dict:
     return base_config(assets, run_root, **overrides)
 
 
-@pytest.mark.parametrize("placement", ["process", "ray"])
+@pytest.mark.parametrize("placement", ["process", pytest.param("ray", marks=pytest.mark.ray)])
 def test_fully_async_run_leaves_slow_tasks_behind_within_the_staleness_bound(assets, tmp_path, placement):
     if placement == "ray":
         pytest.importorskip("ray", reason="Ray is part of the dev extra")

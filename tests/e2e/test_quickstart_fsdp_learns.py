@@ -6,10 +6,8 @@ from pathlib import Path
 import pytest
 
 from trivium.cli.main import main
-from trivium.data.builder import build_task_data
-from trivium.models.tiny import build_tiny_model
 
-from .conftest import closes_gap, read_metrics
+from .conftest import closes_gap, continue_quickstart, read_metrics
 
 QUICKSTART_FSDP = Path(__file__).resolve().parents[2] / "examples" / "quickstart_fsdp.yaml"
 # The GRPO stage shortened as in test_quickstart_learns.py; the SFT stage as in the quickstart
@@ -18,14 +16,16 @@ GRPO_STEPS = 40
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1500)  # about 17 min on two shared cores: the SFT warm-up is most of it
-def test_fsdp_grpo_stage_raises_reward_and_resumes_on_one_rank(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRIVIUM_MODEL_PATH", str(build_tiny_model(tmp_path / "model", preset="tiny", seed=0)))
-    monkeypatch.setenv(
-        "TRIVIUM_DATA_PATH", str(build_task_data("arithmetic", tmp_path / "data", num_train=2000, num_test=200))
-    )
+@pytest.mark.timeout(1500)  # the shared SFT warm-up runs first when this test is the first to need it
+def test_fsdp_grpo_stage_raises_reward_and_resumes_on_one_rank(
+    tmp_path, monkeypatch, quickstart_inputs, quickstart_sft_runs
+):
+    for name, value in quickstart_inputs.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setenv("TRIVIUM_CHECKPOINT_ROOT_DIR", str(tmp_path / "runs"))
-    shortened = [f"explorer.eval_interval={GRPO_STEPS}"]
+    # The quickstart's SFT stage found finished; the GRPO stage shortened.
+    continue_quickstart(quickstart_sft_runs, tmp_path / "runs", "arithmetic_fsdp")
+    shortened = [f"explorer.eval_interval={GRPO_STEPS}", "continue_from_checkpoint=true"]
     assert main(["run", "--config", str(QUICKSTART_FSDP), f"buffer.total_steps={GRPO_STEPS}", *shortened]) == 0
 
     run_dir = tmp_path / "runs" / "quickstart" / "arithmetic_fsdp" / "grpo"

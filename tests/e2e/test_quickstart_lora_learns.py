@@ -7,24 +7,25 @@ import pytest
 from transformers import AutoModelForCausalLM
 
 from trivium.cli.main import main
-from trivium.data.builder import build_task_data
-from trivium.models.tiny import build_tiny_model
 
-from .conftest import read_metrics
+from .conftest import continue_quickstart, read_metrics
 
 QUICKSTART_LORA = Path(__file__).resolve().parents[2] / "examples" / "quickstart_lora.yaml"
 GRPO_STEPS = 40
 
 
 @pytest.mark.slow
-def test_lora_grpo_stage_raises_accuracy_and_syncs_only_the_adapter(tmp_path, monkeypatch):
-    model_dir = build_tiny_model(tmp_path / "model", preset="tiny", seed=0)
-    monkeypatch.setenv("TRIVIUM_MODEL_PATH", str(model_dir))
-    monkeypatch.setenv(
-        "TRIVIUM_DATA_PATH", str(build_task_data("arithmetic", tmp_path / "data", num_train=2000, num_test=200))
-    )
+@pytest.mark.timeout(1500)  # the shared SFT warm-up runs first when this test is the first to need it
+def test_lora_grpo_stage_raises_accuracy_and_syncs_only_the_adapter(
+    tmp_path, monkeypatch, quickstart_inputs, quickstart_sft_runs
+):
+    for name, value in quickstart_inputs.items():
+        monkeypatch.setenv(name, value)
+    model_dir = Path(quickstart_inputs["TRIVIUM_MODEL_PATH"])
     monkeypatch.setenv("TRIVIUM_CHECKPOINT_ROOT_DIR", str(tmp_path / "runs"))
-    overrides = [f"buffer.total_steps={GRPO_STEPS}", f"explorer.eval_interval={GRPO_STEPS}"]
+    # The recipe's SFT stage (375 steps) found finished; the GRPO stage shortened.
+    continue_quickstart(quickstart_sft_runs, tmp_path / "runs", "arithmetic_lora", sft_steps=375)
+    overrides = [f"buffer.total_steps={GRPO_STEPS}", f"explorer.eval_interval={GRPO_STEPS}", "continue_from_checkpoint=true"]
     assert main(["run", "--config", str(QUICKSTART_LORA), *overrides]) == 0
 
     run_dir = tmp_path / "runs" / "quickstart" / "arithmetic_lora" / "grpo"

@@ -23,7 +23,7 @@ from .conftest import base_config, read_metrics
 
 pytest.importorskip("ray", reason="Ray is part of the dev extra; these tests need it")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 RAY_PROCESS_NAMES = ("raylet", "gcs_server", "ray::")
 

@@ -33,6 +33,7 @@ def test_without_ray_running_there_is_a_clear_note_and_no_file(tmp_path, caplog)
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_timeline_json_is_exported_when_ray_runs(tmp_path):
     ray = pytest.importorskip("ray")
     started_here = not ray.is_initialized()

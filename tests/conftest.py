@@ -2,7 +2,8 @@
 
 ``make test`` runs the suite on two pytest-xdist workers (``--dist loadgroup``). Tests marked
 ``ray`` start a local Ray instance, and Ray's clean-up (``ray stop --force``, the process
-checks) is machine-wide, so they all go to one worker, one at a time.
+checks) is machine-wide, so they all go to one worker, one at a time. Slow tests are handed
+out first, so the long ones do not end up last on one worker while the other sits idle.
 """
 
 import pytest
@@ -14,6 +15,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("ray") is not None:
             item.add_marker(pytest.mark.xdist_group("ray"))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: file order otherwise
 
 
 @pytest.fixture(scope="session")

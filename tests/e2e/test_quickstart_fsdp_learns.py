@@ -16,6 +16,7 @@ GRPO_STEPS = 40
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("quickstart_sft")  # one worker runs the shared SFT stage once
 @pytest.mark.timeout(1500)  # the shared SFT warm-up runs first when this test is the first to need it
 def test_fsdp_grpo_stage_raises_reward_and_resumes_on_one_rank(
     tmp_path, monkeypatch, quickstart_inputs, quickstart_sft_runs

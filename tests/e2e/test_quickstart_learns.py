@@ -12,6 +12,7 @@ QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("quickstart_sft")  # one worker runs the shared SFT stage once
 @pytest.mark.timeout(1500)  # the shared SFT warm-up runs first when this test is the first to need it
 def test_quickstart_grpo_stage_raises_reward_and_accuracy(tmp_path, monkeypatch, quickstart_inputs, quickstart_sft_runs):
     for name, value in quickstart_inputs.items():

@@ -10,7 +10,7 @@ from trivium.models.engine import create_engine, takes_lora_adapters
 from trivium.models.lora_delta import delta_from_adapter_dir, update_bytes
 from trivium.runtime.workers import load_actor_weights
 from trivium.sync.self_check import engine_logprobs, max_logprob_gap, trainer_logprobs
-from trivium.sync.synchronizer import load_update_into, stage_weights
+from trivium.sync.synchronizer import stage_weights
 from trivium.trainer.settings import LoRASettings, LossSettings, TrainerSettings
 from trivium.trainer.trainer import Trainer
 
@@ -111,6 +111,6 @@ def test_checkpoint_transport_carries_the_adapter_alone(tiny_model_dir, tmp_path
     staged = stage_weights("checkpoint", 1, trainer.weights_for_sync(), run_dir=tmp_path)
     assert Path(staged.path).stat().st_size < 0.1 * model_bytes(tiny_model_dir)
     engine = create_engine("hf", model_path=tiny_model_dir, seed=0)
-    assert load_update_into(engine, staged) == 1
+    assert engine.update_weights(staged.load(), staged.version) == 1
     probes = make_experiences(seed=3)
     assert max_logprob_gap(trainer_logprobs(trainer.actor, probes), engine_logprobs(engine, probes)) < 1e-4

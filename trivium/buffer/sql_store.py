@@ -105,17 +105,6 @@ class SqlExperienceStore:
         ).one()
         return registered > 0 and running == 0
 
-    def all_writers_finished(self) -> bool:
-        """True when at least one producer registered and every one has finished."""
-
-        def query() -> bool:
-            with self.engine.connect() as connection:
-                finished = self._writers_finished(connection)
-                connection.commit()
-            return finished
-
-        return self._run(query)
-
     # ---- consumers -------------------------------------------------------------------
     def claim(self, limit: int) -> tuple[list[Experience], bool]:
         """Take up to ``limit`` of the oldest unconsumed rows (marking them consumed).

@@ -37,13 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"trivium {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"trivium.cli.{name}")
-        except ModuleNotFoundError as error:
-            if error.name == f"trivium.cli.{name}":
-                continue  # subcommand not part of this build
-            raise
-        module.register(subparsers)
+        importlib.import_module(f"trivium.cli.{name}").register(subparsers)
     return parser
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import os
 
 from trivium.config.cli_args import add_config_arguments, add_plugin_dir_argument, print_notes
@@ -43,7 +42,8 @@ def run_command(args: argparse.Namespace) -> int:
             print_notes(stage.notes, stage.config.stage_name)
             path = write_resolved(stage.config)
             print(f"{stage.config.stage_name or 'run'}: resolved config written to {path}")
-        launch = _launcher()
+        from trivium.runtime.launcher import launch  # the heavy imports, once the config is known good
+
         for stage in stages:
             config = stage.config
             if config.previous_stage_job_dir:
@@ -103,16 +103,3 @@ def _lead_trainer_ranks(world, configs: list):
             yield
     finally:
         launcher.release_all()
-
-
-def _launcher():
-    try:
-        module = importlib.import_module("trivium.runtime.launcher")
-    except ModuleNotFoundError as error:
-        if error.name in ("trivium.runtime.launcher", "trivium.runtime"):
-            raise UserError(
-                "this installation has no runtime launcher (trivium.runtime.launcher); "
-                "`trivium plan` checks a config without running it"
-            ) from None
-        raise
-    return module.launch

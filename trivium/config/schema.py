@@ -771,10 +771,6 @@ class TriviumConfig:
     previous_stage_job_dir: Optional[str] = opt(None, "(derived) Run directory of the stage before this one.")
 
 
-def field_help(cls: type, name: str) -> str:
-    return cls.__dataclass_fields__[name].metadata.get("help", "")
-
-
 def field_choices(cls: type, name: str) -> Optional[List[Any]]:
     return cls.__dataclass_fields__[name].metadata.get("choices")
 

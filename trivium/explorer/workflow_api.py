@@ -53,10 +53,6 @@ class WorkflowSessions:
         turns = view.chat_turns(messages, n, tools=tools, enable_thinking=enable_thinking, **rollout_args)
         return [served_turn(experience, message) for experience, message in turns]
 
-    def open_sessions(self) -> int:
-        with self._lock:
-            return len(self._views)
-
 
 class WorkflowApi:
     """Serves the wrappers that ask for it; ``bind`` gives a workflow's view its session URL."""

@@ -13,7 +13,7 @@ their real vocabulary sizes) are built by ``real_shapes.py``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -123,11 +123,6 @@ def build_tiny_model(out_dir: str | Path, preset: str = "tiny", seed: int = 0) -
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     return out_dir
-
-
-def preset_summary(name: str) -> dict:
-    """The preset's fields, for ``--help`` text and reports."""
-    return asdict(PRESETS[name])
 
 
 def count_parameters(model: torch.nn.Module) -> int:

@@ -42,7 +42,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -362,11 +361,3 @@ def _dedup(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out[name] = tensor.clone() if key in seen else tensor
         seen.setdefault(key, name)
     return out
-
-
-def load_update_into(engine: Any, update: WeightUpdate) -> int:
-    """Load ``update`` into an engine and return the version the engine confirms."""
-    confirmed = engine.update_weights(update.load(), update.version)
-    if confirmed != update.version:
-        raise RuntimeError(f"engine confirmed version {confirmed} after loading version {update.version}")
-    return confirmed

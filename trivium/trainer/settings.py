@@ -62,7 +62,6 @@ class TrainerSettings:
     lr_warmup_steps: int | None = None
     min_lr_ratio: float = 0.0
     critic_lr: float = 1e-5
-    critic_warmup_steps: int = 0
     cliprange_value: float = 0.5
     grad_clip: float = 1.0
     ppo_epochs: int = 1

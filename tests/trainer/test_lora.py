@@ -115,6 +115,20 @@ def test_resuming_across_lora_and_full_training_is_refused(tiny_model_dir, tmp_p
         full.load_checkpoint(1)
 
 
+def test_resuming_with_other_lora_settings_names_the_setting_and_both_values(tiny_model_dir, tmp_path):
+    trainer = lora_trainer(tiny_model_dir, tmp_path)
+    trainer.train_step(make_experiences())
+    trainer.save_checkpoint(export_hf=False)
+    for lora, key, mine, theirs in ((LoRASettings(rank=8, alpha=8), "lora_rank", 8, 4),
+                                     (LoRASettings(rank=4, alpha=16), "lora_alpha", 16, 8)):
+        resumed = lora_trainer(tiny_model_dir, tmp_path, lora=lora)
+        with pytest.raises(UserError) as refused:
+            resumed.load_checkpoint(1)
+        message = str(refused.value)
+        assert f"{key} is {mine}" in message and f"trained with {key}: {theirs}" in message
+        assert "global_step_1" in message and "size mismatch" not in message
+
+
 def test_training_continues_from_a_saved_adapter(tiny_model_dir, tmp_path):
     trainer = lora_trainer(tiny_model_dir, tmp_path / "first")
     move_adapter(trainer)

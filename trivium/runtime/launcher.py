@@ -4,18 +4,21 @@ The session places the components (this process, or Ray actors); the loop of the
 drives them; the run ends with a final evaluation, a final checkpoint and a summary. A run
 that trains what it explores and whose trainer fell short of its steps (tasks failed,
 experiences dropped, updates skipped) says what was not trained and why, and exits with
-``SHORTFALL_EXIT_CODE`` (see ``trivium.monitor.shortfall``).
+``SHORTFALL_EXIT_CODE`` (see ``trivium.monitor.shortfall``). A run directory that stops
+being writable mid-run ends the run with a message, not a traceback (``write_faults.py``).
 """
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from trivium.monitor.shortfall import Shortfall
 from trivium.runtime import loops, stopping
 from trivium.runtime.cpu_share import restored_torch_threads
 from trivium.runtime.session import RunSession
+from trivium.runtime.write_faults import write_fault, write_fault_error
 from trivium.serve.loop import run_serve
 
 LOOPS = {
@@ -33,6 +36,19 @@ SHORTFALL_EXIT_CODE = 1
 
 
 def launch(config: Any, console: Any = None) -> int:
+    try:
+        return _launch(config, console)
+    except Exception as error:
+        fault = write_fault(error)
+        if fault is None:
+            raise
+        from trivium.trainer.checkpoint import latest_checkpoint
+
+        run_dir = Path(config.checkpoint_job_dir)
+        raise write_fault_error(fault, run_dir, latest_checkpoint(run_dir)) from None
+
+
+def _launch(config: Any, console: Any) -> int:
     mode = config.mode
     if mode == "bench":
         from trivium.runtime.bench import run_bench

@@ -72,9 +72,24 @@ def check_adapter_matches(path: str, lora: LoRASettings) -> None:
         raise UserError(f"{KEY}.path={path!r} is not an adapter directory (no adapter_config.json saved by peft)")
     config = read_adapter_config(path)
     check_plain_lora(config, f"{KEY}.path={path!r}")
-    for key, mine, theirs in (("lora_rank", lora.rank, config.get("r")), ("lora_alpha", lora.alpha, config.get("lora_alpha"))):
-        if theirs is not None and float(mine) != float(theirs):
-            raise UserError(f"{KEY}.{key} is {mine} but the adapter in {path} has {theirs}; set {key}: {theirs}")
+    for key, mine, theirs in adapter_mismatches(config, lora):
+        raise UserError(f"{KEY}.{key} is {mine} but the adapter in {path} has {theirs}; set {key}: {theirs}")
+
+
+def check_checkpoint_adapter(actor_dir: str | Path, lora: LoRASettings) -> None:
+    """A checkpoint's adapter resumes only under the LoRA settings it was trained with."""
+    for key, mine, theirs in adapter_mismatches(read_adapter_config(actor_dir), lora):
+        raise UserError(
+            f"{KEY}.{key} is {mine}, but the checkpoint {actor_dir} was trained with {key}: {theirs}. "
+            f"To resume it, set {key}: {theirs}; to train with {mine}, start a new run "
+            "(continue_from_checkpoint: false, or another name)"
+        )
+
+
+def adapter_mismatches(config: dict, lora: LoRASettings) -> list[tuple[str, float, float]]:
+    """(config key, configured, saved) for the rank and alpha an adapter saved by peft disagrees on."""
+    pairs = (("lora_rank", lora.rank, config.get("r")), ("lora_alpha", lora.alpha, config.get("lora_alpha")))
+    return [(key, mine, theirs) for key, mine, theirs in pairs if theirs is not None and float(mine) != float(theirs)]
 
 
 def adapter_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:

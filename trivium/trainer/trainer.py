@@ -656,6 +656,7 @@ class Trainer(WeightSource):
         """The actor of a checkpoint: whole weights, or a LoRA adapter when LoRA is configured."""
         self._check_actor_kind(actor_dir)
         if self.settings.lora is not None:
+            lora.check_checkpoint_adapter(actor_dir, self.settings.lora)
             lora.load_adapter(self.actor, actor_dir)
             return
         loaded = load_causal_lm(str(actor_dir), self.settings.dtype, device=str(self.device))

@@ -56,3 +56,31 @@ def test_a_run_directory_made_read_only_mid_run_ends_with_a_message_and_resumes(
     assert f"resumed the trainer from global_step_{intact}" in (run_dir / "log" / "trainer.log").read_text()
     trainer_steps = [r["step"] for r in read_metrics(run_dir) if r["role"] == "trainer" and "actor/pg_loss" in r]
     assert trainer_steps[-(6 - intact):] == list(range(intact + 1, 7))
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 12 MB tmpfs: room for the run's first checkpoints, not for all of them."""
+    mount_point = tmp_path / "small_disk"
+    mount_point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(mount_point)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a small tmpfs needs root: {mounted.stderr.decode().strip()}")
+    yield mount_point
+    subprocess.run(["umount", "--lazy", str(mount_point)], check=True)
+
+
+@pytest.mark.slow
+def test_a_full_disk_mid_run_ends_with_a_message_naming_the_file(assets, tmp_path, small_disk):
+    config = base_config(assets, small_disk / "runs", continue_from_checkpoint=True)
+    config["buffer"]["total_steps"] = 8
+    config["trainer"]["save_interval"] = 1
+    run_dir = small_disk / "runs" / "e2e" / "run"
+    command = [sys.executable, "-m", "trivium.cli.main", "run", "--config", write_config(tmp_path, config)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    message = next(line for line in result.stderr.splitlines() if line.startswith("error: "))
+    assert f"the run could not write {run_dir}" in message and "No space left on device" in message
+    assert "free space on its disk, or move checkpoint_root_dir" in message
+    assert re.search(r"(checkpoint global_step_\d+ is intact|No checkpoint was saved yet)", message)

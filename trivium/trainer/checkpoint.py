@@ -27,6 +27,7 @@ log why, so a resume falls back to the previous good checkpoint.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -188,7 +189,33 @@ def prepare_staging(run_dir: str | Path, step: int) -> Path:
     return tmp
 
 
-def save_checkpoint(
+# Free space below this after a failed write means the disk filled up (the failed file took the rest).
+FULL_DISK_BYTES = 1 << 20
+
+
+def free_bytes(path: str | Path) -> int:
+    """Bytes this process may still write on ``path``'s file system (root may use the reserve)."""
+    stats = os.statvfs(path)
+    return (stats.f_bfree if os.geteuid() == 0 else stats.f_bavail) * stats.f_frsize
+
+
+def save_checkpoint(run_dir: str | Path, step: int, **parts: Any) -> Path:
+    """Write checkpoint ``step`` (see ``_save_checkpoint``). A writer that fails on a full disk
+    without saying so (``torch.save`` raises a RuntimeError) is reported as the ``OSError`` it is,
+    and the half-written staging directory is removed to give the space back."""
+    try:
+        return _save_checkpoint(run_dir, step, **parts)
+    except OSError:
+        raise
+    except Exception as error:
+        if free_bytes(run_dir) >= FULL_DISK_BYTES:
+            raise
+        tmp = staging_dir(run_dir, step)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp)) from error
+
+
+def _save_checkpoint(
     run_dir: str | Path,
     step: int,
     *,

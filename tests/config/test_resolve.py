@@ -199,3 +199,34 @@ def test_suggestions_are_silenced_by_the_flag():
     assert any(s.key == "buffer.train_batch_size" for s in validate(noisy))
     noisy.ignore_validator_suggestions = True
     assert validate(noisy) == []
+
+
+def engine_note(notes) -> str:
+    return next(note.message for note in notes if note.key == "explorer.rollout_model.engine_type")
+
+
+def test_auto_engine_is_hf_without_a_gpu_and_says_why():
+    config, notes = resolve_with_notes(load_config_from_dict(patched({"cluster": {"gpu_per_node": 0}})))
+    assert config.explorer.rollout_model.engine_type == "hf"
+    assert engine_note(notes) == "auto: hf, since the run has no GPU"
+
+
+def test_auto_engine_is_vllm_on_gpus_with_vllm_installed_and_hf_without_it(monkeypatch):
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    on_gpus = load_config_from_dict(patched({"mode": "both", "cluster": {"gpu_per_node": 4}}))
+    for installed, engine, why in ((True, "vllm", "since the run has GPUs and vLLM is installed"),
+                                   (False, "hf", "since vLLM is not installed")):
+        spec = object() if installed else None
+        monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, spec=spec: spec if name == "vllm" else real_find_spec(name, *a))
+        config, notes = resolve_with_notes(on_gpus)
+        assert config.explorer.rollout_model.engine_type == engine
+        assert engine_note(notes).startswith(f"auto: {engine}, {why}")
+
+
+def test_an_engine_type_set_by_the_user_is_kept_without_a_note():
+    config, notes = resolve_with_notes(load_config_from_dict(patched(
+        {"mode": "both", "cluster": {"gpu_per_node": 4}, "explorer": {"rollout_model": {"engine_type": "hf"}}})))
+    assert config.explorer.rollout_model.engine_type == "hf"
+    assert not any(note.key == "explorer.rollout_model.engine_type" for note in notes)

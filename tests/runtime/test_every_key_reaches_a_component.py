@@ -66,6 +66,7 @@ PROBES = {
     "model.dtype": "bfloat16",
     "explorer.rollout_model.dtype": "bfloat16",
     "explorer.rollout_model.engine_type": "vllm",
+    "explorer.auxiliary_models[0].engine_type": "vllm",  # auto already gives hf on a CPU
     "model.max_model_len": 30,
     "model.max_prompt_tokens": 12,
     "model.max_response_tokens": 6,

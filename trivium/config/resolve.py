@@ -11,6 +11,7 @@ resolve() twice gives the same result. Checks that are not needed to derive a va
 from __future__ import annotations
 
 import copy
+import importlib.util
 import math
 import os
 import warnings
@@ -50,6 +51,7 @@ def resolve_with_notes(config: TriviumConfig) -> tuple[TriviumConfig, list[Sugge
     _fill_token_limits(config)
     _fill_inference_models(config)
     _fill_devices(config, notes)
+    _fill_engine_types(config, notes)
     _fill_placement(config, notes)
     _fill_sync(config, notes)
     _fill_eval_interval(config, notes)
@@ -227,7 +229,7 @@ def _fill_token_limits(config: TriviumConfig) -> None:
 def _fill_inference_models(config: TriviumConfig) -> None:
     model = config.model
     rollout = config.explorer.rollout_model
-    if model.external_model.enable and rollout.engine_type == "hf":
+    if model.external_model.enable and rollout.engine_type in ("auto", "hf"):
         rollout.engine_type = "external"
     for engine, is_rollout in [(rollout, True)] + [(aux, False) for aux in config.explorer.auxiliary_models]:
         engine.dtype = engine.dtype or model.dtype
@@ -283,6 +285,30 @@ def _fill_devices(config: TriviumConfig, notes: list[Suggestion]) -> None:
     cluster.shared_devices = False
     cluster.explorer_devices, cluster.auxiliary_devices = explorer, auxiliary
     cluster.trainer_devices = total - explorer - auxiliary if mode in TRAINING_MODES else 0
+
+
+# ---------------------------------------------------------------- engines
+
+
+def _fill_engine_types(config: TriviumConfig, notes: list[Suggestion]) -> None:
+    """``engine_type: auto``: vLLM where the engines get GPUs and vLLM is installed, hf otherwise."""
+    engines = [("explorer.rollout_model", config.explorer.rollout_model)]
+    engines += [(f"explorer.auxiliary_models[{i}]", aux) for i, aux in enumerate(config.explorer.auxiliary_models)]
+    for key, engine in engines:
+        if engine.engine_type != "auto":
+            continue
+        engine.engine_type, why = auto_engine_type(config.cluster.device_type)
+        if config.mode in EXPLORING_MODES:
+            notes.append(Suggestion(f"{key}.engine_type", f"auto: {engine.engine_type}, {why}", "note"))
+
+
+def auto_engine_type(device_type: str) -> tuple[str, str]:
+    """The engine ``auto`` picks on ``device_type``, and why."""
+    if device_type != "cuda":
+        return "hf", "since the run has no GPU"
+    if importlib.util.find_spec("vllm") is None:
+        return "hf", "since vLLM is not installed (pip install vllm; it serves far faster on GPUs)"
+    return "vllm", "since the run has GPUs and vLLM is installed"
 
 
 # ---------------------------------------------------------------- placement

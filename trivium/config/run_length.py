@@ -42,8 +42,8 @@ def _tasksets_too_small(config: TriviumConfig) -> Problem | None:
         return None  # the tasksets are read over again until buffer.total_steps are done
     tasksets = buffer.explorer_input.tasksets
     rows = [count_rows(taskset) for taskset in tasksets]
-    if not rows or any(count is None for count in rows):
-        return None
+    if not rows or any(count is None for count in rows) or sum(rows) == 0:
+        return None  # an empty taskset is reported on its own, naming its file
     tasks = buffer.total_epochs * sum(rows)
     if tasks >= buffer.batch_size:
         return None

@@ -71,7 +71,7 @@ DTYPES = ["float32", "bfloat16", "float16", "auto"]
 STORAGE_TYPES = ["file", "queue", "sql"]
 PROMPT_TYPES = ["plaintext", "messages"]
 SELECTOR_TYPES = ["sequential", "shuffle", "random", "difficulty", "difficulty_based"]
-ENGINE_TYPES = ["hf", "vllm", "external", "tinker"]
+ENGINE_TYPES = ["auto", "hf", "vllm", "external", "tinker"]
 CONCURRENT_MODES = ["sequential", "asynchronous", "multi-threading"]
 SYNC_METHODS = ["nccl", "memory", "checkpoint"]
 SYNC_STYLES = ["fixed", "explorer_driven", "trainer_driven", "fully_async"]
@@ -407,7 +407,8 @@ class BufferConfig:
 @dataclass
 class InferenceModelConfig:
     engine_type: str = opt(
-        "hf", "Inference backend ('hf' runs everywhere).",
+        "auto", "Inference backend: 'vllm' on GPUs when vLLM is installed, 'hf' (transformers, runs "
+        "everywhere) otherwise; 'auto' picks between them and says which and why.",
         ENGINE_TYPES, dotted_path=True,
     )
     engine_num: int = opt(1, "Number of engines.")

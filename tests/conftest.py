@@ -11,6 +11,7 @@ import pytest
 from trivium.models.tiny import build_tiny_model
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist tags each test with its group
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("ray") is not None:

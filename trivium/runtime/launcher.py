@@ -17,6 +17,7 @@ from typing import Any
 from trivium.monitor.shortfall import Shortfall
 from trivium.runtime import loops, stopping
 from trivium.runtime.cpu_share import restored_torch_threads
+from trivium.runtime.quiet_output import quiet_third_party_output
 from trivium.runtime.session import RunSession
 from trivium.runtime.write_faults import write_fault, write_fault_error
 from trivium.serve.loop import run_serve
@@ -49,6 +50,7 @@ def launch(config: Any, console: Any = None) -> int:
 
 
 def _launch(config: Any, console: Any) -> int:
+    quiet_third_party_output(config.log.level)
     mode = config.mode
     if mode == "bench":
         from trivium.runtime.bench import run_bench

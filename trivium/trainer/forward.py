@@ -20,6 +20,7 @@ import torch
 from trivium.algorithm.entropy import entropy_from_logits, expected_entropy_signal_from_logits
 from trivium.algorithm.logprobs import logprobs_from_logits
 from trivium.core.batch import ExperienceBatch
+from trivium.models.kv_cache import cache_keyword, output_cache
 from trivium.trainer.packing import pack, packs
 
 SHARED_PROMPT_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
@@ -98,15 +99,15 @@ def _shared_prompt_logits(
         use_cache=True,
         logits_to_keep=1,  # the last prompt position predicts the first response token
     )
-    cache = prompt.past_key_values
+    cache = output_cache(prompt)
     cache.batch_select_indices(row_to_distinct)  # indexing: the copies stay in the autograd graph
     # The other response tokens are predicted from the response positions before them.
     rest = model(
         input_ids=batch.input_ids[:, P : P + R - 1],
         attention_mask=mask[:, : P + R - 1],
         position_ids=batch.position_ids[:, P : P + R - 1],
-        past_key_values=cache,
         use_cache=True,
+        **{cache_keyword(model): cache},
     )
     return torch.cat([prompt.logits[row_to_distinct], rest.logits], dim=1)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from trivium.models.kv_cache import cache_keyword, output_cache
+
 
 class HFDecoder:
     def __init__(self, model):
@@ -32,7 +34,7 @@ class HFDecoder:
             use_cache=True,
             logits_to_keep=1,
         )
-        self.past = output.past_key_values
+        self.past = output_cache(output)
         return output.logits[:, -1].float().cpu()  # sampling runs on CPU
 
     @torch.inference_mode()
@@ -44,10 +46,10 @@ class HFDecoder:
             input_ids=tokens.unsqueeze(1).to(device),
             attention_mask=self.attention_mask,
             position_ids=position_ids.unsqueeze(1).to(device),
-            past_key_values=self.past,
             use_cache=True,
+            **{cache_keyword(self.model): self.past},
         )
-        self.past = output.past_key_values
+        self.past = output_cache(output)
         return output.logits[:, -1].float().cpu()
 
     keep_rows = None  # row compaction is not supported; finished rows are masked instead

@@ -76,6 +76,59 @@ def test_concurrent_workflows_keep_their_histories_apart(wrapper, api):
     assert counts == {i: i % 3 + 1 for i in range(len(views))}
 
 
+def test_concurrent_sessions_with_equal_replies_each_record_their_whole_episode(wrapper, api):
+    """Greedy episodes of one task say the same thing; each session still replaces its own turns."""
+    episodes, turns = 4, 3
+    views = [api.bind(wrapper, wrapper.for_workflow()) for _ in range(episodes)]
+    first_turns_done = threading.Barrier(episodes)
+    replies: dict[int, list[str]] = {}
+
+    def episode(index: int) -> None:
+        client = views[index].get_openai_client()
+        messages = [{"role": "user", "content": "Where to?"}]
+        said = []
+        for turn in range(turns):
+            reply = client.chat.completions.create(
+                model="policy", messages=messages, temperature=0.0, max_tokens=3).choices[0].message
+            said.append(reply.content)
+            if turn == 0:
+                first_turns_done.wait(timeout=60)
+            messages += [reply.model_dump(exclude_none=True), {"role": "user", "content": "Then?"}]
+        replies[index] = said
+
+    threads = [threading.Thread(target=episode, args=(i,)) for i in range(episodes)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(replies) == episodes and all(said == replies[0] for said in replies.values())
+    for view in views:
+        (record,) = view.extract_experience_from_history()  # no first turn left behind
+        assert record.info["model_turns"] == turns and record.response_text == replies[0][-1]
+
+
+def test_a_recorded_turn_with_return_token_ids_gives_its_prompt_ids_too(wrapper, api):
+    view = api.bind(wrapper, wrapper.for_workflow())
+    client = view.get_openai_client()
+    messages = [{"role": "user", "content": "Where to?"}]
+    with_ids = {"return_token_ids": True}
+    first = client.chat.completions.create(model="policy", messages=messages, max_tokens=3, extra_body=with_ids)
+    follow_up = messages + [first.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": "Then?"}]
+    second = client.chat.completions.create(model="policy", messages=follow_up, max_tokens=3, extra_body=with_ids)
+
+    (episode,) = view.extract_experience_from_history()
+    tokens = episode.tokens.tolist()
+    first_prompt, first_reply = first.model_extra["prompt_token_ids"], first.choices[0].model_extra["token_ids"]
+    assert first_prompt == tokens[: episode.prompt_length]
+    # A later turn's prompt is the episode so far: the first prompt, the reply, the new message.
+    second_prompt = second.model_extra["prompt_token_ids"]
+    assert second_prompt[: len(first_prompt) + len(first_reply)] == first_prompt + first_reply
+    assert second_prompt + second.choices[0].model_extra["token_ids"] == tokens
+    assert len(second_prompt) == second.usage.prompt_tokens
+    plain = client.chat.completions.create(model="policy", messages=messages, max_tokens=2)
+    assert "prompt_token_ids" not in (plain.model_extra or {})
+
+
 def test_the_plain_endpoint_records_nothing_and_an_ended_session_is_404(wrapper, api):
     plain = openai.OpenAI(base_url=api.urls[0], api_key="none", max_retries=0)
     plain.chat.completions.create(model="policy", messages=[{"role": "user", "content": "Hi"}], max_tokens=2)

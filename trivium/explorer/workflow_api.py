@@ -10,7 +10,8 @@ view, a base URL naming a session of its own: ``http://<address>:<port>/sessions
 Requests under it are served by that view, so they go through the same chat template,
 batches and token-exact conversations as ``model.chat``, and with ``enable_history`` they
 land in that workflow's history, which ``extract_experience_from_history`` returns. Several
-workflows running at once never see each other's calls. Requests to the plain ``/v1`` are
+workflows running at once never see each other's calls, nor continue each other's
+conversations when they say the same thing (each view remembers its own). Requests to the plain ``/v1`` are
 served by the engine and recorded nowhere. A session ends with its workflow (views are held
 weakly); a later request to it gets 404.
 """

@@ -326,11 +326,14 @@ class EngineService:
             choices.append(choice)
         completion_tokens = sum(len(turn.token_ids) for turn in turns)
         prompt_tokens = turns[0].prompt_tokens
-        return {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()),
-                "model": self.model_name, "choices": choices,
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                          "total_tokens": prompt_tokens + completion_tokens},
-                "session_id": session_id, **_version_fields(turns[0].model_version)}
+        response = {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()),
+                    "model": self.model_name, "choices": choices,
+                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                              "total_tokens": prompt_tokens + completion_tokens},
+                    "session_id": session_id, **_version_fields(turns[0].model_version)}
+        if body.get("return_token_ids"):  # the episode so far, the same for every choice
+            response["prompt_token_ids"] = list(turns[0].prompt_token_ids)
+        return response
 
     def feedback(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._recorder().feedback(body)

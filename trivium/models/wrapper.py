@@ -12,16 +12,18 @@ continues the exact token sequence the model produced, and the experience return
 the whole episode: one prompt, then every turn, with ``action_mask`` marking the model's
 tokens. An episode that reaches ``max_model_len`` ends with ``episode_truncated`` set.
 With ``enable_history`` the latest experience of each conversation is kept for
-``extract_experience_from_history``.
+``extract_experience_from_history``: a turn replaces the record of the conversation it
+continues, which ``conversation_memory.py`` chooses so that equal conversations of
+different episodes never share a record.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import logging
 import threading
-from collections import OrderedDict
 from concurrent.futures import Future
 from typing import Any
 
@@ -30,7 +32,8 @@ import torch
 from trivium.core.experience import Experience
 from trivium.errors import UserError
 from trivium.models.chat import encode_text_prompt, fit_prompt, load_chat_template
-from trivium.models.conversation import Conversation, Renderer, conversation_key
+from trivium.models.conversation import Conversation, Renderer
+from trivium.models.conversation_memory import Continuation, ConversationMemory
 from trivium.models.engine.base import GenerationOutput, InferenceEngine, SamplingParams
 from trivium.models.engine.batcher import RequestBatcher
 from trivium.models.engine.busy_clients import BusyClients
@@ -38,10 +41,6 @@ from trivium.models.reasoning import ReasoningParser, reasoning_parser_named
 from trivium.models.tool_calls import ToolCallParser, tool_call_parser_named
 
 logger = logging.getLogger(__name__)
-
-# Conversations remembered for continuation, bounded by their total tokens; the least
-# recently used are forgotten first (a forgotten one sent back is rendered from its text).
-MAX_REMEMBERED_TOKENS = 4_000_000
 
 ROLLOUT_ARG_KEYS = (
     "temperature",
@@ -101,9 +100,7 @@ class ModelWrapper:
         self.renderer = Renderer(engine.tokenizer, self.chat_template, enable_thinking)
         self._history: dict[str, Experience] = {}
         self._history_lock = threading.Lock()
-        self._conversations: OrderedDict[str, Conversation] = OrderedDict()
-        self._conversations_lock = threading.Lock()
-        self._remembered_tokens = 0
+        self._memory = ConversationMemory()
         # Turns where the chat template was not prefix-preserving (see conversation.py); shared
         # with the wrapper's workflow views.
         self._drift = {"events": 0, "warned": False}
@@ -131,9 +128,10 @@ class ModelWrapper:
         return self._drift["events"]
 
     def for_workflow(self, *, enable_thinking: bool | None = None, reply_prefix: str | None = None) -> ModelWrapper:
-        """A view of this wrapper for one workflow: the same engine, batches and remembered
-        conversations, but a history of its own, so ``extract_experience_from_history`` returns
-        only what that workflow sampled while other workflows share the engine.
+        """A view of this wrapper for one workflow: the same engine and batches, but a history
+        and remembered conversations of its own, so ``extract_experience_from_history`` returns
+        only what that workflow sampled while other workflows share the engine, and a turn
+        never continues (nor replaces the record of) another workflow's equal conversation.
 
         ``enable_thinking``: the task's taskset setting (``format.enable_thinking``), the view's
         default instead of the model's. ``reply_prefix`` (``format.reply_prefix``): text every
@@ -144,6 +142,7 @@ class ModelWrapper:
         view = copy.copy(self)
         view._history = {}
         view._history_lock = threading.Lock()
+        view._memory = ConversationMemory(self._memory.max_tokens)
         if enable_thinking is not None:
             view.enable_thinking = enable_thinking
             view.renderer = self._renderer(enable_thinking)
@@ -167,10 +166,11 @@ class ModelWrapper:
         enable_thinking: bool | None = None, **rollout_args,
     ) -> list[tuple[Experience, dict]]:
         """Like ``chat``, each experience with the reply as an OpenAI-style assistant message."""
-        conversation, request = self._turn_request(messages, tools, n, rollout_args, enable_thinking)
+        conversation, request, continued = self._turn_request(messages, tools, n, rollout_args, enable_thinking)
         if request is None:
             return self._ended(conversation, n)
-        outputs = self._wait(self._batcher.submit([request["ids"]], [request["params"]]))[0]
+        with self._giving_back_on_failure(continued):
+            outputs = self._wait(self._batcher.submit([request["ids"]], [request["params"]]))[0]
         return self._finish_turns(conversation, request, outputs)
 
     def generate(self, prompts: list[str], n: int = 1, **rollout_args) -> list[list[Experience]]:
@@ -191,10 +191,11 @@ class ModelWrapper:
         self, messages: list[dict], n: int = 1, *, tools: list[dict] | None = None,
         enable_thinking: bool | None = None, **rollout_args,
     ) -> list[tuple[Experience, dict]]:
-        conversation, request = self._turn_request(messages, tools, n, rollout_args, enable_thinking)
+        conversation, request, continued = self._turn_request(messages, tools, n, rollout_args, enable_thinking)
         if request is None:
             return self._ended(conversation, n)
-        outputs = (await self._wait_async(self._batcher.submit([request["ids"]], [request["params"]])))[0]
+        with self._giving_back_on_failure(continued):
+            outputs = (await self._wait_async(self._batcher.submit([request["ids"]], [request["params"]])))[0]
         return self._finish_turns(conversation, request, outputs)
 
     async def generate_async(self, prompts: list[str], n: int = 1, **rollout_args) -> list[list[Experience]]:
@@ -275,30 +276,42 @@ class ModelWrapper:
             raise UserError(f"Unknown rollout argument(s) {sorted(unknown)}; valid: {list(ROLLOUT_ARG_KEYS)}")
         return {key: value for key, value in args.items() if value is not None}
 
-    def _conversation_for(
-        self, messages: list[dict], tools: list[dict] | None, enable_thinking: bool | None = None
-    ) -> Conversation:
-        """The remembered conversation ``messages`` continue, grown by the new messages; else a new one."""
+    def _turn_request(
+        self, messages, tools, n, rollout_args, enable_thinking=None
+    ) -> tuple[Conversation, dict | None, Continuation | None]:
+        """The conversation of a chat turn, its engine request (None: no room for the turn), and
+        the remembered conversation it continues (None: a new conversation)."""
         if not messages:
             raise UserError("chat() needs at least one message")
-        with self._conversations_lock:
-            for end in range(len(messages), 0, -1):
-                if messages[end - 1].get("role") != "assistant":
-                    continue
-                known = self._conversations.get(conversation_key(messages[:end], tools))
-                if known is not None:
-                    self._conversations.move_to_end(known.key)
-                    break
-            else:
-                known = None
-        if known is None:
+        continued = self._memory.take(messages, tools)
+        with self._giving_back_on_failure(continued):
+            conversation = self._conversation_for(messages, tools, continued, enable_thinking)
+            return conversation, self._turn_engine_request(conversation, n, rollout_args), continued
+
+    @contextlib.contextmanager
+    def _giving_back_on_failure(self, continued: Continuation | None):
+        """A turn that fails (or is cancelled) replaces no record: the conversation it took is
+        given back, so a retry is still its first continuation."""
+        try:
+            yield
+        except BaseException:
+            self._memory.give_back(continued)
+            raise
+
+    def _conversation_for(
+        self, messages: list[dict], tools: list[dict] | None, continued: Continuation | None,
+        enable_thinking: bool | None,
+    ) -> Conversation:
+        """The remembered conversation ``messages`` continue, grown by the new messages; else a new one."""
+        if continued is None:
             renderer = self._renderer(enable_thinking)
             text = renderer.text(messages, tools) + self.reply_prefix
             return Conversation.start(
                 messages=messages, tools=tools, ids=renderer.ids(text), text=text, prompt_truncated=False,
                 renderer=renderer, reply_prefix=self.reply_prefix,
             )
-        grown = known.with_environment(messages[end:], known.renderer or self.renderer)
+        known = continued.conversation
+        grown = known.with_environment(messages[continued.continues :], known.renderer or self.renderer)
         self._note_drift(known, grown)
         if self.max_model_len is not None and len(grown.tokens) >= self.max_model_len:
             ended = known.fork()  # the environment's reply does not fit: the episode ends here
@@ -311,10 +324,9 @@ class ModelWrapper:
             return self.renderer
         return Renderer(self.tokenizer, self.chat_template, enable_thinking)
 
-    def _turn_request(self, messages, tools, n, rollout_args, enable_thinking=None) -> tuple[Conversation, dict | None]:
-        conversation = self._conversation_for(messages, tools, enable_thinking)
+    def _turn_engine_request(self, conversation: Conversation, n, rollout_args) -> dict | None:
         if conversation.truncated:
-            return conversation, None
+            return None
         if conversation.model_turns == 0:  # the first turn: the usual prompt limits apply
             request = self._request(conversation.prompt_text, conversation.tokens, n, rollout_args)
             if request["truncated"]:
@@ -322,13 +334,12 @@ class ModelWrapper:
                 conversation.prompt_length = len(request["ids"])
                 conversation.prompt_text = conversation.text = request["prompt_text"]
                 conversation.prompt_truncated = True
-            return conversation, request
+            return request
         room = None if self.max_model_len is None else self.max_model_len - len(conversation.tokens)
         if room is not None and room < 1:
             conversation.truncated = True
-            return conversation, None
-        request = self._request(conversation.text, conversation.tokens, n, rollout_args, room=room)
-        return conversation, request
+            return None
+        return self._request(conversation.text, conversation.tokens, n, rollout_args, room=room)
 
     def _text_request(self, prompt: str, n, rollout_args) -> dict:
         return self._request(prompt, encode_text_prompt(self.tokenizer, prompt), n, rollout_args)
@@ -401,22 +412,11 @@ class ModelWrapper:
                 and self.max_model_len is not None
                 and len(grown.tokens) >= self.max_model_len
             )
-            self._remember(grown)
+            self._memory.remember(grown)
             experience = grown.to_experience()
             self._record(grown, experience)
             results.append((experience, visible))
         return results
-
-    def _remember(self, conversation: Conversation) -> None:
-        with self._conversations_lock:
-            replaced = self._conversations.pop(conversation.key, None)
-            if replaced is not None:
-                self._remembered_tokens -= len(replaced.tokens)
-            self._conversations[conversation.key] = conversation
-            self._remembered_tokens += len(conversation.tokens)
-            while self._remembered_tokens > MAX_REMEMBERED_TOKENS and len(self._conversations) > 1:
-                _, oldest = self._conversations.popitem(last=False)
-                self._remembered_tokens -= len(oldest.tokens)
 
     def _ended(self, conversation: Conversation, n: int) -> list[tuple[Experience, dict]]:
         """No room for another turn: the episode so far, flagged, with an empty reply."""

@@ -68,8 +68,12 @@ class ServedTurn:
     finish_reason: str
     token_ids: list[int]  # this turn's sampled ids
     logprobs: list[float]  # the engine's logprob of each
-    prompt_tokens: int  # tokens of the episode before this turn
+    prompt_token_ids: list[int]  # the episode before this turn, as the model saw it
     model_version: int
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.prompt_token_ids)
 
 
 @dataclass
@@ -287,7 +291,7 @@ def served_turn(experience: Experience, message: dict) -> ServedTurn:
         finish_reason=experience.info.get("finish_reason", "stop"),
         token_ids=ids,
         logprobs=logprobs,
-        prompt_tokens=experience.tokens.numel() - len(ids),
+        prompt_token_ids=experience.tokens[: experience.tokens.numel() - len(ids)].tolist(),
         model_version=experience.model_version,
     )
 

@@ -103,6 +103,20 @@ def test_a_multi_turn_session_is_one_token_sequence_with_the_engines_ids(openai_
     assert experience.info["session_id"] == "two-turns" and experience.info["model_turns"] == 2
 
 
+def test_sessions_that_sample_the_same_first_reply_each_stay_one_whole_record(openai_client, client, fresh):
+    # Greedy: both sessions sample the same first reply, then each continues its own conversation.
+    firsts = {sid: chat(openai_client, sid, QUESTION, temperature=0.0) for sid in ("same-a", "same-b")}
+    assert len({tuple(c.choices[0].model_extra["token_ids"]) for c in firsts.values()}) == 1
+    for sid, first in firsts.items():
+        follow_up = [*QUESTION, {"role": "assistant", "content": first.choices[0].message.content},
+                     {"role": "user", "content": f"Now for {sid}?"}]
+        chat(openai_client, sid, follow_up, temperature=0.0)
+        assert client.feedback(sid, 1.0)["experiences"] == 1
+    assert client.commit()["experiences"] == 2
+    assert sorted(e.task_id for e in fresh) == ["same-a", "same-b"]
+    assert all(e.info["model_turns"] == 2 for e in fresh)
+
+
 def test_every_sampled_branch_becomes_an_experience(openai_client, client, fresh):
     completion = chat(openai_client, "branches", QUESTION, n=2)
     assert len(completion.choices) == 2

@@ -165,8 +165,10 @@ class SessionRecorder:
             )
 
     def _pick_wrapper(self) -> Any:
-        # Each wrapper remembers its own conversations, so a session stays with one engine.
-        return self.wrappers[next(self._next_wrapper) % len(self.wrappers)]
+        # A new session gets a view of one engine's wrapper with conversations of its own: it stays
+        # with that engine, and its turns continue only its own conversations, never another
+        # session's equal one (so each session's record is replaced by its own later turns only).
+        return self.wrappers[next(self._next_wrapper) % len(self.wrappers)].for_workflow()
 
     # ------------------------------------------------------------------ feedback
     def feedback(self, body: dict[str, Any]) -> dict[str, Any]:

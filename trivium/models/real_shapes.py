@@ -23,10 +23,11 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers import CONFIG_MAPPING, AutoModelForCausalLM, GenerationConfig, PretrainedConfig
+from transformers import CONFIG_MAPPING, AutoModelForCausalLM, PretrainedConfig
 
 from trivium.errors import UserError
 from trivium.models.real_vocab_tokenizer import END_OF_TEXT, IM_END, build_real_vocab_tokenizer
+from trivium.models.tiny import empty_out_dir, save_model_dir
 
 
 @dataclass(frozen=True)
@@ -170,9 +171,7 @@ def build_real_shape_model(out_dir: str | Path, preset: str, *, layers: int | No
     """
     if preset not in REAL_SHAPES:
         raise UserError(f"Unknown real-shape preset '{preset}'. Choose one of: {', '.join(REAL_SHAPES)}.")
-    out_dir = Path(out_dir)
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise UserError(f"Output directory {out_dir} is not empty; choose a new --out directory.")
+    out_dir = empty_out_dir(out_dir)
     shape = REAL_SHAPES[preset]
     checked_depth(preset, layers)
     tokenizer = build_real_vocab_tokenizer(shape.vocab_size, seed=seed, model_max_length=shape.max_position_embeddings)
@@ -182,20 +181,8 @@ def build_real_shape_model(out_dir: str | Path, preset: str, *, layers: int | No
     config = real_shape_config(preset, layers=layers, pad_id=end_of_text, eos_id=im_end, bos_id=end_of_text)
 
     model = random_model(config, seed)
-    # A chat reply ends at <|im_end|>; plain text ends at <|endoftext|>.
-    model.generation_config = GenerationConfig(
-        bos_token_id=end_of_text,
-        eos_token_id=[im_end, end_of_text],
-        pad_token_id=end_of_text,
-        do_sample=True,
-        temperature=1.0,
-        top_p=1.0,
-        top_k=0,
-    )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
-    return out_dir
+    return save_model_dir(out_dir, model, tokenizer, bos_id=end_of_text, stop_ids=[im_end, end_of_text],
+                          pad_id=end_of_text)
 
 
 def random_model(config: PretrainedConfig, seed: int) -> nn.Module:

@@ -94,10 +94,7 @@ def build_tiny_model(out_dir: str | Path, preset: str = "tiny", seed: int = 0) -
     if preset not in PRESETS:
         raise UserError(f"Unknown model preset '{preset}'. Choose one of: {', '.join(PRESETS)}.")
     spec = PRESETS[preset]
-    out_dir = Path(out_dir)
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise UserError(f"Output directory {out_dir} is not empty; choose a new --out directory.")
-
+    out_dir = empty_out_dir(out_dir)
     tokenizer = build_tokenizer(vocab_size=spec.max_vocab_size, seed=seed)
     pad_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
     eos_id = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
@@ -108,17 +105,25 @@ def build_tiny_model(out_dir: str | Path, preset: str = "tiny", seed: int = 0) -
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config).to(torch.float32)
-    # A chat reply ends at <|im_end|>; plain text ends at <|endoftext|>.
-    model.generation_config = GenerationConfig(
-        bos_token_id=eos_id,
-        eos_token_id=[im_end_id, eos_id],
-        pad_token_id=pad_id,
-        do_sample=True,
-        temperature=1.0,
-        top_p=1.0,
-        top_k=0,
-    )
+    return save_model_dir(out_dir, model, tokenizer, bos_id=eos_id, stop_ids=[im_end_id, eos_id], pad_id=pad_id)
 
+
+def empty_out_dir(out_dir: str | Path) -> Path:
+    """``trivium init model``'s ``--out``: a new or empty directory."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise UserError(f"Output directory {out_dir} is not empty; choose a new --out directory.")
+    return out_dir
+
+
+def save_model_dir(out_dir: Path, model: torch.nn.Module, tokenizer, *, bos_id: int, stop_ids: list[int],
+                   pad_id: int) -> Path:
+    """Save ``model`` and ``tokenizer`` where transformers loads them, sampling by default and
+    stopping at any of ``stop_ids`` (a chat reply's end, then plain text's)."""
+    model.generation_config = GenerationConfig(
+        bos_token_id=bos_id, eos_token_id=stop_ids, pad_token_id=pad_id, do_sample=True, temperature=1.0,
+        top_p=1.0, top_k=0,
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)

@@ -16,7 +16,7 @@ from trivium.algorithm.aggregation import aggregate_loss
 from trivium.algorithm.policy_losses import (
     POLICY_LOSS_FNS,
     _item,
-    part_weights,
+    mixed_loss,
     ppo_policy_loss,
     sft_loss,
 )
@@ -149,19 +149,13 @@ def mix_chord_loss(
             logprobs=logprobs[expert], response_mask=response_mask[expert],
             loss_agg_mode=sft_loss_agg_mode or loss_agg_mode,
         )
-    if not exact_part_means:
-        weight_usual, weight_expert = part_weights(
-            batch_rows=logprobs.shape[0], use_dynamic_bsz=use_dynamic_bsz, ppo_mini_batch_size=ppo_mini_batch_size,
-            ppo_micro_batch_size_per_gpu=ppo_micro_batch_size_per_gpu, ngpus_trainer=ngpus_trainer,
-            train_batch_size_usual=train_batch_size_usual, train_batch_size_expert=train_batch_size_expert,
-        )
-        # L_rl <- n_usual * w_usual * L_rl;  L_sft <- n_expert * w_expert * L_sft
-        rl_loss = rl_loss * float(usual.sum()) * weight_usual
-        expert_loss = expert_loss * float(expert.sum()) * weight_expert
-    # L = (1 - mu) * L_rl + mu * L_sft
-    loss = (1.0 - mu) * rl_loss + mu * expert_loss
-    metrics = {f"rl/{name}": value for name, value in rl_metrics.items()}
-    metrics.update({f"sft/{name}": value for name, value in sft_metrics.items()})
+    loss, metrics = mixed_loss(
+        rl_loss, rl_metrics, expert_loss, sft_metrics, usual=usual, expert=expert, mu=mu,
+        exact_part_means=exact_part_means, batch_rows=logprobs.shape[0], use_dynamic_bsz=use_dynamic_bsz,
+        ppo_mini_batch_size=ppo_mini_batch_size, ppo_micro_batch_size_per_gpu=ppo_micro_batch_size_per_gpu,
+        ngpus_trainer=ngpus_trainer, train_batch_size_usual=train_batch_size_usual,
+        train_batch_size_expert=train_batch_size_expert,
+    )
     metrics["mu"] = mu
     metrics["expert_fraction"] = _item(expert_mask.float().mean()) if expert_mask.numel() else 0.0
     return loss, metrics

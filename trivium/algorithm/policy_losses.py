@@ -412,6 +412,24 @@ dpo_loss.needs_reference = True
 dpo_loss.paired_rows = True
 
 
+def mixed_loss(
+    rl_loss: torch.Tensor, rl_metrics: dict, expert_loss: torch.Tensor, sft_metrics: dict, *,
+    usual: torch.Tensor, expert: torch.Tensor, mu: float, exact_part_means: bool, batch_rows: int, **batch_sizes,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The RL part (rows ``usual``) and the SFT part (rows ``expert``) of a mixed loss, weighed
+    together; without ``exact_part_means`` each part is scaled by its rows and ``part_weights``."""
+    if not exact_part_means:
+        weight_usual, weight_expert = part_weights(batch_rows=batch_rows, **batch_sizes)
+        # L_rl <- n_usual * w_usual * L_rl;  L_sft <- n_expert * w_expert * L_sft
+        rl_loss = rl_loss * float(usual.sum()) * weight_usual
+        expert_loss = expert_loss * float(expert.sum()) * weight_expert
+    # L = (1 - mu) * L_rl + mu * L_sft
+    loss = (1.0 - mu) * rl_loss + mu * expert_loss
+    metrics = {f"rl/{name}": value for name, value in rl_metrics.items()}
+    metrics.update({f"sft/{name}": value for name, value in sft_metrics.items()})
+    return loss, metrics
+
+
 def part_weights(
     *,
     batch_rows: int,
@@ -530,19 +548,13 @@ def mix_policy_loss(
         )
     else:
         expert_loss, sft_metrics = logprobs.new_zeros(()), {}
-    if not exact_part_means:
-        weight_usual, weight_expert = part_weights(
-            batch_rows=logprobs.shape[0], use_dynamic_bsz=use_dynamic_bsz, ppo_mini_batch_size=ppo_mini_batch_size,
-            ppo_micro_batch_size_per_gpu=ppo_micro_batch_size_per_gpu, ngpus_trainer=ngpus_trainer,
-            train_batch_size_usual=train_batch_size_usual, train_batch_size_expert=train_batch_size_expert,
-        )
-        # L_rl <- n_usual * w_usual * L_rl;  L_sft <- n_expert * w_expert * L_sft
-        rl_loss = rl_loss * float(usual.sum()) * weight_usual
-        expert_loss = expert_loss * float(expert.sum()) * weight_expert
-    # L = (1 - mu) * L_rl + mu * L_sft
-    loss = (1.0 - mu) * rl_loss + mu * expert_loss
-    metrics = {f"rl/{name}": value for name, value in rl_metrics.items()}
-    metrics.update({f"sft/{name}": value for name, value in sft_metrics.items()})
+    loss, metrics = mixed_loss(
+        rl_loss, rl_metrics, expert_loss, sft_metrics, usual=usual, expert=expert, mu=mu,
+        exact_part_means=exact_part_means, batch_rows=logprobs.shape[0], use_dynamic_bsz=use_dynamic_bsz,
+        ppo_mini_batch_size=ppo_mini_batch_size, ppo_micro_batch_size_per_gpu=ppo_micro_batch_size_per_gpu,
+        ngpus_trainer=ngpus_trainer, train_batch_size_usual=train_batch_size_usual,
+        train_batch_size_expert=train_batch_size_expert,
+    )
     metrics["expert_fraction"] = _item(expert_mask.float().mean()) if expert_mask.numel() else 0.0
     return loss, metrics
 

@@ -25,6 +25,7 @@ SUBCOMMAND_MODULES = (
     "report",
     "studio",
     "algorithms",
+    "serve_tinker",
 )
 
 

@@ -4,6 +4,9 @@
     trivium init model --preset qwen3-0.6b --layers 2 --out models/qwen3-2l
     trivium init data --task arithmetic --out data/arithmetic
     trivium init data --task frozen_lake --out data/frozen_lake --num-train 180 --num-test 35
+    trivium init data --task reasoning_gym:basic_arithmetic --option max_terms=2 --out data/rg
+    trivium init data --task gymnasium --env FrozenLake-v1 --env-kwargs '{"is_slippery": false}' --out data/lake4
+    trivium init data --task textworld --world-size 1 --nb-objects 2 --quest-length 1 --out data/textworld
 
 Heavy imports (torch, transformers) happen inside the handlers, so ``trivium --help``
 stays fast.
@@ -54,7 +57,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="generate a task dataset with train and test splits",
         description="Write OUT/train.<fmt> and OUT/test.<fmt>; datasets.load_dataset(OUT, split=...) reads them.",
     )
-    data.add_argument("--task", choices=("arithmetic", "countdown", "frozen_lake", "guessing"), required=True)
+    data.add_argument(
+        "--task", required=True,
+        help="arithmetic, countdown, frozen_lake, guessing, gymnasium, textworld, or reasoning_gym:NAME (a reasoning-gym dataset)",
+    )
     data.add_argument("--out", required=True, help="output directory")
     data.add_argument("--seed", type=int, default=0)
     data.add_argument("--num-train", type=int, default=1000)
@@ -71,6 +77,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--max-target", type=int, help="countdown: largest target (default 100)")
     data.add_argument("--size", type=int, help="frozen_lake: the lake's side (default 3)")
     data.add_argument("--max-holes", type=int, help="frozen_lake: most holes on a map (default 2)")
+    data.add_argument("--env", help="gymnasium: the environment id (FrozenLake-v1, Taxi-v4, Blackjack-v1, ...)")
+    data.add_argument("--env-kwargs", help='gymnasium: gymnasium.make keywords as JSON, e.g. \'{"is_slippery": false}\'')
+    data.add_argument("--random-start", action="store_true", help="gymnasium FrozenLake: start each lake on a random cell")
+    data.add_argument("--world-size", type=int, help="textworld: rooms per game (default 1)")
+    data.add_argument("--nb-objects", type=int, help="textworld: objects per game (default 2)")
+    data.add_argument("--quest-length", type=int, help="textworld: commands that win a game (default 1)")
+    data.add_argument(
+        "--option", dest="options", action="append", default=[], metavar="KEY=VALUE",
+        help="reasoning_gym:NAME: a field of the dataset's config, the value as JSON or text "
+        "(repeatable), e.g. --option max_terms=2 --option 'operators=[\"+\"]'",
+    )
     data.set_defaults(func=init_data)
 
 
@@ -102,6 +119,8 @@ def init_data(args: argparse.Namespace) -> int:
         "countdown": ("num_numbers", "max_number", "max_target"),
         "frozen_lake": ("size", "max_holes"),
         "guessing": ("max_number",),
+        "gymnasium": ("env", "env_kwargs", "random_start"),
+        "textworld": ("world_size", "nb_objects", "quest_length"),
     }
     given = {
         name: getattr(args, name)
@@ -109,12 +128,16 @@ def init_data(args: argparse.Namespace) -> int:
         for name in names
         if getattr(args, name) not in (None, False)
     }
-    misplaced = [name for name in given if name not in task_flags[args.task]]
+    misplaced = [name for name in given if name not in task_flags.get(args.task, ())]
     if misplaced:
         flags = ", ".join("--" + name.replace("_", "-") for name in misplaced)
         owners = sorted({task for task, names in task_flags.items() for name in misplaced if name in names})
         raise UserError(f"{flags} only apply to --task {' / '.join(owners)}.")
-    options = given
+    from trivium.data.reasoning_gym_tasks import is_reasoning_gym_task, parse_options
+
+    if args.options and not is_reasoning_gym_task(args.task):
+        raise UserError("--option only applies to --task reasoning_gym:NAME; see --help for this task's flags.")
+    options = {**given, **parse_options(args.options)}
     out_dir = build_task_data(
         args.task,
         args.out,

@@ -18,6 +18,15 @@ from trivium.data.arithmetic import generate_arithmetic
 from trivium.data.countdown import generate_countdown
 from trivium.data.frozen_lake import generate_frozen_lake
 from trivium.data.guessing import generate_guessing
+from trivium.data.gymnasium_tasks import generate_gymnasium
+from trivium.data.reasoning_gym_tasks import (
+    REASONING_GYM_PREFIX,
+    check_dataset_name,
+    config_fields,
+    generate_reasoning_gym,
+    is_reasoning_gym_task,
+)
+from trivium.data.textworld_games import generate_textworld
 from trivium.errors import UserError
 
 TASK_GENERATORS: dict[str, Callable[..., list[dict]]] = {
@@ -25,15 +34,21 @@ TASK_GENERATORS: dict[str, Callable[..., list[dict]]] = {
     "countdown": generate_countdown,
     "frozen_lake": generate_frozen_lake,
     "guessing": generate_guessing,
+    "gymnasium": generate_gymnasium,
+    "textworld": generate_textworld,
 }
 FORMATS = ("jsonl", "parquet")
+# Given by build_task_data, not options: a generator that writes files besides its rows takes out_dir.
+GENERATOR_ARGS = ("count", "rng", "out_dir")
 SPLITS = ("train", "test")
 
 
 def task_options(task: str) -> list[str]:
     """The extra keyword options a task's generator accepts (e.g. ``subtraction``)."""
+    if is_reasoning_gym_task(task):
+        return config_fields(task.removeprefix(REASONING_GYM_PREFIX))
     parameters = inspect.signature(TASK_GENERATORS[task]).parameters
-    return [name for name in parameters if name not in ("count", "rng")]
+    return [name for name in parameters if name not in GENERATOR_ARGS]
 
 
 def build_task_data(
@@ -52,11 +67,17 @@ def build_task_data(
     SFT target, ``<answer>...</answer>``); countdown rows also have ``numbers`` and
     ``target``; frozen_lake rows have ``map``, ``question`` (its first observation) and a
     random move as ``response``; guessing rows have ``secret``, ``low``, ``high``,
-    ``question`` and a random number as ``response``. The same arguments always write the
-    same rows. Returns ``out_dir``.
+    ``question`` and a random number as ``response``; gymnasium rows have ``env_id``,
+    ``env_kwargs``, ``seed``, ``question`` and a random action as ``response``; textworld
+    rows point at games compiled under ``out_dir/games`` (``trivium.data.textworld_games``). The same
+    arguments always write the same rows. ``reasoning_gym:NAME`` rows are laid out in
+    ``trivium.data.reasoning_gym_tasks``. Returns ``out_dir``.
     """
-    if task not in TASK_GENERATORS:
-        raise UserError(f"Unknown task '{task}'. Choose one of: {', '.join(TASK_GENERATORS)}.")
+    if is_reasoning_gym_task(task):
+        check_dataset_name(task.removeprefix(REASONING_GYM_PREFIX))
+    elif task not in TASK_GENERATORS:
+        choices = ", ".join([*TASK_GENERATORS, f"{REASONING_GYM_PREFIX}NAME"])
+        raise UserError(f"Unknown task '{task}'. Choose one of: {choices}.")
     if fmt not in FORMATS:
         raise UserError(f"Unknown format '{fmt}'. Choose one of: {', '.join(FORMATS)}.")
     if num_train < 1 or num_test < 0:
@@ -75,7 +96,14 @@ def build_task_data(
     for path in existing:
         path.unlink()
 
-    rows = TASK_GENERATORS[task](num_train + num_test, random.Random(seed), **options)
+    if is_reasoning_gym_task(task):
+        dataset = task.removeprefix(REASONING_GYM_PREFIX)
+        rows = generate_reasoning_gym(dataset, num_train + num_test, seed, options)
+    else:
+        generator = TASK_GENERATORS[task]
+        if "out_dir" in inspect.signature(generator).parameters:
+            options["out_dir"] = out_dir
+        rows = generator(num_train + num_test, random.Random(seed), **options)
     out_dir.mkdir(parents=True, exist_ok=True)
     splits = {"train": rows[:num_train], "test": rows[num_train:]}
     for split, split_rows in splits.items():

@@ -15,6 +15,8 @@ WORKFLOWS: Registry[type] = Registry(
         "trivium.workflows.math_workflow",
         "trivium.workflows.countdown_workflow",
         "trivium.workflows.frozen_lake_workflow",
+        "trivium.workflows.gymnasium_workflow",
+        "trivium.workflows.textworld_workflow",
         "trivium.workflows.guessing_workflow",
         "trivium.workflows.toolcall_workflow",
         "trivium.workflows.rubric_judge_workflow",
@@ -23,6 +25,7 @@ WORKFLOWS: Registry[type] = Registry(
         "trivium.workflows.bots_workflow",
         "trivium.workflows.environments",
         "trivium.workflows.agentscope",
+        "trivium.workflows.reasoning_gym_workflow",
     ),
 )
 

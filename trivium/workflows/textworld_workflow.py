@@ -1,0 +1,164 @@
+"""The ``textworld`` workflow: play a compiled TextWorld game, one command per turn.
+
+The task row's ``game_file`` column holds the path of a game compiled by the ``textworld``
+package (``trivium init data --task textworld`` writes them; see
+``trivium.data.textworld_games``). The game starts with ``textworld.start`` asking for the
+objective and the admissible commands. The first user message is the objective, the room's
+description and the admissible commands as a numbered list; every later one is the game's
+answer to the last command and the new list. Each ends with "Reply with the number of one
+command."
+
+A reply is read as a command when it is a listed number or, ignoring case and extra spaces,
+the text of a listed command. Any other reply is an invalid move: it is counted, never sent
+to the game, and it ends the episode with reward 0 (multi_step_grpo gives an episode's
+advantage to all its turns, so a won episode must not carry unreadable replies). At most
+``max_env_steps`` (default 4) turns. Reward: 1 when the game is won, 0 otherwise (lost,
+invalid move, out of turns, out of context); no shaping. Metrics: ``accuracy`` (won),
+``invalid_moves``, ``env_steps`` (turns answered), ``truncated`` (ended by ``max_env_steps``
+or a full context: the game neither won nor lost, and no invalid move).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import warnings
+from contextlib import contextmanager
+from typing import Any
+
+from trivium.errors import UserError
+from trivium.workflows.multi_turn import EnvStep, MultiTurnEnvWorkflow, StepWiseRewardWorkflow
+from trivium.workflows.prompting import system_prompt_for, with_system_prompt
+from trivium.workflows.registry import register_builtin
+
+GAME_COLUMN = "game_file"
+ANSWER_HINT = "Reply with the number of one command."
+SPACES = re.compile(r"\s+")
+BLANK_LINES = re.compile(r"\n{3,}")
+# textworld's loader and logic engine share parser state between games, and the runners play
+# in threads: every call into a game holds this lock (each call takes milliseconds).
+GAME_LOCK = threading.Lock()
+
+
+@contextmanager
+def game_call():
+    """Hold the game lock and silence the z-machine interpreter's "unsupported game" warning:
+    its own action finder does not know TextWorld's games, whose admissible commands come from
+    the game's logic instead."""
+    with GAME_LOCK, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Unable to find valid actions")
+        yield
+
+
+def start_game(game_file: str, with_walkthrough: bool = False) -> tuple[Any, Any]:
+    """``(env, first game state)`` of a compiled game, asking for what the workflow shows."""
+    import textworld  # here: validating a config imports this module and must not load textworld
+
+    infos = textworld.EnvInfos(
+        admissible_commands=True,
+        objective=True,
+        description=True,
+        won=True,
+        lost=True,
+        policy_commands=with_walkthrough,
+    )
+    with game_call():
+        env = textworld.start(game_file, request_infos=infos)
+        return env, env.reset()
+
+
+def clean_feedback(text: str) -> str:
+    """The game's answer without the prompt line and status bar that follow it, and without runs
+    of blank lines."""
+    return BLANK_LINES.sub("\n\n", text.split("\n>", 1)[0].strip())
+
+
+def with_commands(text: str, commands: list[str]) -> str:
+    """``text``, then the numbered commands and how to answer: the end of every observation."""
+    listed = "\n".join(f"{number}. {command}" for number, command in enumerate(commands, 1))
+    return f"{text}\nCommands:\n{listed}\n{ANSWER_HINT}"
+
+
+def first_observation(state: Any) -> str:
+    """What the model sees first: objective, room, numbered commands, how to answer."""
+    return with_commands(
+        f"{state.objective.strip()}\n{clean_feedback(state.description)}", state.admissible_commands
+    )
+
+
+def read_command(reply: str, commands: list[str]) -> str | None:
+    """The listed command a reply names (by its number or its text), or None."""
+    said = SPACES.sub(" ", reply).strip().rstrip(".").lower()
+    if said.isdigit():
+        number = int(said)
+        return commands[number - 1] if 1 <= number <= len(commands) else None
+    by_text = {SPACES.sub(" ", command).strip().lower(): command for command in commands}
+    return by_text.get(said)
+
+
+class TextWorldGame:
+    """The environment half shared by the episode-level and step-wise workflows."""
+
+    default_max_env_steps = 4
+    game_arg_names = ()
+    # Read by the configuration rules: a run is refused before it starts when this is missing.
+    environment = "TextWorld"
+    required_package = "textworld"
+    install_hint = "pip install textworld (or trivium's `envs` extra)"
+
+    def reset(self) -> list[dict]:
+        where = f"textworld task {self.task.index} of taskset '{self.task.taskset_name}'"
+        game_file = self.task.raw.get(GAME_COLUMN)
+        if not game_file:
+            raise UserError(
+                f"{where} has no '{GAME_COLUMN}' column; row columns: {', '.join(map(str, self.task.raw))}. "
+                "Make games and rows with `trivium init data --task textworld`."
+            )
+        try:
+            self.env, self.state = start_game(str(game_file))
+        except (FileNotFoundError, OSError) as error:
+            raise UserError(
+                f"{where}: cannot start game {game_file} ({error}); regenerate it with `trivium init data --task textworld`."
+            ) from error
+        self.won = self.lost = self.invalid_move = False
+        system_prompt = system_prompt_for(self.task, self.workflow_args, None)
+        return with_system_prompt(system_prompt, first_observation(self.state))
+
+    def step(self, reply: str) -> EnvStep:
+        commands = list(self.state.admissible_commands)
+        command = read_command(reply, commands)
+        if command is None:
+            self.invalid_move = True
+            self.close()
+            return EnvStep(None, 0.0, True, {"invalid_moves": 1.0})
+        with game_call():
+            self.state, _score, done = self.env.step(command)
+        self.won, self.lost = bool(self.state.won), bool(self.state.lost)
+        if done:
+            self.close()
+            return EnvStep(None, 1.0 if self.won else 0.0, True, {"invalid_moves": 0.0})
+        observation = with_commands(clean_feedback(self.state.feedback), self.state.admissible_commands)
+        return EnvStep(observation, 0.0, False, {"invalid_moves": 0.0})
+
+    def episode_metrics(self) -> dict[str, float]:
+        self.close()
+        return {
+            "accuracy": float(self.won),
+            "truncated": float(not (self.won or self.lost or self.invalid_move)),
+        }
+
+    def close(self) -> None:
+        env, self.env = getattr(self, "env", None), None
+        if env is not None:
+            with game_call():
+                env.close()
+
+
+@register_builtin("textworld")
+class TextWorldWorkflow(TextWorldGame, MultiTurnEnvWorkflow):
+    workflow_arg_names = MultiTurnEnvWorkflow.workflow_arg_names + TextWorldGame.game_arg_names
+
+
+@register_builtin("textworld_step_wise")
+class TextWorldStepWiseWorkflow(TextWorldGame, StepWiseRewardWorkflow):
+    workflow_arg_names = StepWiseRewardWorkflow.workflow_arg_names + TextWorldGame.game_arg_names

@@ -288,7 +288,7 @@ def test_estimators_declare_whether_they_need_groups_or_a_critic():
     critic = {name for name in ADVANTAGE_FNS.names() if requires_critic(ADVANTAGE_FNS.get(name))}
     assert grouped == {
         "grpo", "grpo_verl", "rloo", "opmd", "reinforce", "asymre", "rec", "raft", "clipb", "clipv", "multi_step_grpo",
-        "step_wise_grpo", "opmd_verl", "asymre_verl", "rloo_verl",
+        "step_wise_grpo", "opmd_verl", "asymre_verl", "rloo_verl", "gigpo", "cod",
     }
     assert critic == {"ppo"}
 

@@ -55,7 +55,7 @@ def test_presets_declare_what_the_explorer_must_add():
     assert PRESETS["remax"].needs_greedy_baseline
     assert {n for n, p in PRESETS.items() if p.needs_teacher_logprobs} == {"on_policy_distill", "jsd"}
     assert {n for n, p in PRESETS.items() if p.needs_expert_data} == {"mix", "mix_chord"}
-    assert {n for n, p in PRESETS.items() if not p.learns_from_rollouts} == {"sft", "dpo"}
+    assert {n for n, p in PRESETS.items() if not p.learns_from_rollouts} == {"sft", "dpo", "cpt"}
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

@@ -56,6 +56,8 @@ ADVANTAGE_FNS: Registry[AdvantageFn] = Registry(
         "trivium.algorithm.reinforce_advantages",
         "trivium.algorithm.distillation",
         "trivium.algorithm.entropy_filters",
+        "trivium.algorithm.gigpo",
+        "trivium.algorithm.cod",
     ),
 )
 
@@ -107,6 +109,11 @@ def response_mask_filter(fn: AdvantageFn) -> Callable[..., torch.Tensor] | None:
 def requires_sequence_logprobs(fn: AdvantageFn) -> bool:
     """True if ``fn`` may read ``sequence_logprobs`` (B,): each row's mean sampling logprob."""
     return bool(getattr(fn, "needs_sequence_logprobs", False))
+
+
+def requires_row_info(fn: AdvantageFn) -> bool:
+    """True if ``fn`` reads ``row_info``: each row's ``info`` dict, in batch order (gigpo)."""
+    return bool(getattr(fn, "needs_row_info", False))
 
 
 def requires_critic(fn: AdvantageFn) -> bool:

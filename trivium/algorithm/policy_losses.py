@@ -37,7 +37,8 @@ PolicyLossFn = Callable[..., "tuple[torch.Tensor, dict[str, float]]"]
 
 # The other loss families register themselves when imported, on first lookup.
 POLICY_LOSS_FNS: Registry[PolicyLossFn] = Registry(
-    "policy_loss_fn", builtin_modules=("trivium.algorithm.reinforce_losses", "trivium.algorithm.chord")
+    "policy_loss_fn",
+    builtin_modules=("trivium.algorithm.reinforce_losses", "trivium.algorithm.chord", "trivium.algorithm.m2po"),
 )
 
 

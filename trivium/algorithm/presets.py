@@ -29,6 +29,8 @@ class AlgorithmPreset:
     use_critic: bool = False
     # Trains from a dataset, so only train mode makes sense.
     train_only: bool = False
+    # Trains on raw text rows (format.prompt_type: raw), not on chat-formatted ones.
+    reads_raw_text: bool = False
     # Forced repeat_times (dpo reads pairs).
     fixed_repeat_times: int | None = None
     # The explorer also samples one greedy response per task; its reward is the baseline.
@@ -145,6 +147,28 @@ PRESETS: dict[str, AlgorithmPreset] = {
         needs_teacher_logprobs=True,
         summary="on-policy distillation with a per-token Jensen-Shannon advantage",
         reference="Agarwal et al., 2024 (GKD), arXiv:2306.13649",
+    ),
+    "dapo": AlgorithmPreset(
+        advantage_fn="grpo", policy_loss_fn="ppo", group_based=True, kl_loss_fn="none",
+        advantage_fn_args={"std_threshold": 0.0},
+        policy_loss_fn_args={"clip_range_low": 0.2, "clip_range_high": 0.28},
+        summary="GRPO with clip-higher, token-mean loss and dynamic sampling (flat groups leave the batch)",
+        reference="Yu et al., 2025 (DAPO), arXiv:2503.14476",
+    ),
+    "gigpo": AlgorithmPreset(
+        advantage_fn="gigpo", policy_loss_fn="ppo", group_based=True,
+        summary="multi-step agents: episode-level GRPO plus step-level groups of equal anchor states",
+        reference="Feng et al., 2025 (GiGPO), arXiv:2505.10978",
+    ),
+    "m2po": AlgorithmPreset(
+        advantage_fn="grpo", policy_loss_fn="m2po", group_based=True,
+        summary="GRPO advantages; tokens with the largest squared log-ratio leave the loss until its mean is bounded",
+        reference="M2PO (Second-Moment Trust Policy Optimization), openreview.net/forum?id=IIgl5MWelz",
+    ),
+    "cpt": AlgorithmPreset(
+        advantage_fn="none", policy_loss_fn="sft", kl_loss_fn="none", entropy_loss_fn="none", train_only=True,
+        reads_raw_text=True,
+        summary="continued pre-training: next-token loss on every token of raw text rows (format.prompt_type: raw)",
     ),
     "sft": AlgorithmPreset(
         advantage_fn="none", policy_loss_fn="sft", kl_loss_fn="none", entropy_loss_fn="none", train_only=True,

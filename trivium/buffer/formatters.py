@@ -2,7 +2,8 @@
 
 Owns SFT formatting (``plaintext`` prompt/response columns, or ``messages`` dialogues,
 optionally training every assistant turn) and DPO formatting (a chosen and a rejected
-answer to one prompt -> two Experiences, [chosen, rejected], sharing a group_id).
+answer to one prompt -> two Experiences, [chosen, rejected], sharing a group_id), and raw
+text rows for continued pre-training (``prompt_type: raw``: every token trained, no template).
 
 Masks come from text segments: the chat template renders growing prefixes of the dialogue,
 each prefix must extend the previous one, and every segment is tokenized on its own, so a
@@ -108,12 +109,32 @@ def _as_messages(value: Any, role: str, what: str) -> list[Message]:
     raise UserError(f"{what} must be a string or a list of {{'role', 'content'}} messages, got {type(value).__name__}")
 
 
+def raw_text_experience(tokenizer: Any, text: Any) -> Experience:
+    """Continued pre-training: a raw text row -> an Experience trained on every token.
+
+    No chat template: the tokens are the tokenizer's BOS (when it has one), the text's tokens
+    and its EOS (when it has one). The first token is the only context (``prompt_length`` 1);
+    every later token is a response token, so the loss covers the whole sequence.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise UserError(f"a raw text row needs a non-empty string, got {text!r}")
+    bos, eos = getattr(tokenizer, "bos_token_id", None), getattr(tokenizer, "eos_token_id", None)
+    tokens = ([bos] if bos is not None else []) + tokenizer.encode(text, add_special_tokens=False)
+    tokens += [eos] if eos is not None else []
+    if len(tokens) < 2:
+        raise UserError(f"a raw text row must make at least two tokens, got {len(tokens)} from {text!r}")
+    return to_experience(tokens, [False] + [True] * (len(tokens) - 1), 1, info={"source": "cpt"})
+
+
 class SFTFormatter:
-    """Rows -> one SFT Experience each (``prompt_type`` plaintext or messages)."""
+    """Rows -> one SFT Experience each (``prompt_type`` plaintext or messages; ``raw``: the
+    ``prompt_key`` column's text, trained on every token, without a chat template)."""
 
     def __init__(self, tokenizer: Any, fmt: dict[str, Any]):
         self.fmt = fmt
-        self.renderer = ChatRenderer(tokenizer, fmt.get("chat_template"))
+        self.tokenizer = tokenizer
+        self.raw = fmt.get("prompt_type") == "raw"
+        self.renderer = None if self.raw else ChatRenderer(tokenizer, fmt.get("chat_template"))
 
     def _tools(self, row: dict[str, Any]) -> list | None:
         key = self.fmt.get("tools_key")
@@ -137,6 +158,8 @@ class SFTFormatter:
         return self._system(row) + _as_messages(self._required(row, "prompt_key"), "user", "prompt")
 
     def format(self, row: dict[str, Any]) -> Experience:
+        if self.raw:
+            return raw_text_experience(self.tokenizer, self._required(row, "prompt_key"))
         if self.fmt.get("prompt_type") == "messages":
             messages = self.prompt_messages(row)
             while messages and messages[-1].get("role") != "assistant":
@@ -157,6 +180,8 @@ class DPOFormatter(SFTFormatter):
     """Rows -> [chosen, rejected] Experiences with one shared group_id."""
 
     def format_pair(self, row: dict[str, Any], group_id: str) -> list[Experience]:
+        if self.raw:
+            raise UserError("format.prompt_type 'raw' is for continued pre-training; DPO pairs need plaintext or messages")
         prompt = self.prompt_messages(row)
         while prompt and prompt[-1].get("role") == "assistant" and self.fmt.get("prompt_type") == "messages":
             prompt.pop()  # a dialogue prompt ends before the answers being compared

@@ -29,6 +29,7 @@ from trivium.algorithm.advantages import (
     ADVANTAGE_FNS,
     computed_by_explorer,
     requires_episodes,
+    requires_row_info,
     requires_sequence_logprobs,
     row_selection,
 )
@@ -206,6 +207,8 @@ class Explorer:
         inputs: dict[str, Any] = {"token_level_rewards": rewards, "response_mask": mask, "group_ids": group_ids}
         if requires_episodes(self.advantage_fn):
             inputs["episode_ids"] = torch.tensor(episode_index(experiences), dtype=torch.long)
+        if requires_row_info(self.advantage_fn):
+            inputs["row_info"] = [e.info for e in experiences]
         if requires_sequence_logprobs(self.advantage_fn) and all(e.logprobs is not None for e in experiences):
             inputs["sequence_logprobs"] = torch.stack(
                 [e.logprobs.float().mean() if e.logprobs.numel() else torch.tensor(0.0) for e in experiences]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trivium.algorithm.dapo import overlong_penalty_from_args
 from trivium.rewards.answers import (
     answers_match,
     extract_answer,
@@ -93,10 +94,35 @@ def math_boxed_reward(
 
 
 @REWARD_FNS.register("math_dapo_reward")
-def math_dapo_reward(*, prompt: str, response: str, ground_truth: Any, tolerance: float = 1e-6, **kwargs: Any) -> dict[str, float]:
-    """DAPO's outcome reward: +1 for a correct final answer, -1 otherwise.
+def math_dapo_reward(
+    *,
+    prompt: str,
+    response: str,
+    ground_truth: Any,
+    tolerance: float = 1e-6,
+    response_length: int | None = None,
+    enable_overlong_penalty: bool | None = None,
+    penalty_factor: float | None = None,
+    max_response_length: int | None = None,
+    cache_length: int | None = None,
+    **kwargs: Any,
+) -> dict[str, float]:
+    """DAPO's outcome reward: +1 for a correct final answer, -1 otherwise, plus, with
+    ``enable_overlong_penalty``, the soft overlong punishment of a response of
+    ``response_length`` tokens (``trivium.algorithm.dapo.soft_overlong_penalty``).
 
-    Components: ``reward`` (+1 or -1) and ``accuracy`` (1.0 or 0.0).
+    Components: ``reward`` (+1 or -1, plus the penalty), ``accuracy`` (1.0 or 0.0) and
+    ``overlong_penalty`` (0 or below).
     """
     accuracy = float(answers_match(extract_answer(response), ground_truth_answer(ground_truth), tolerance))
-    return {"reward": 2.0 * accuracy - 1.0, "accuracy": accuracy}
+    penalty = overlong_penalty_from_args(
+        response_length,
+        enable_overlong_penalty=enable_overlong_penalty,
+        penalty_factor=penalty_factor,
+        max_response_length=max_response_length,
+        cache_length=cache_length,
+    )
+    return {"reward": 2.0 * accuracy - 1.0 + penalty, "accuracy": accuracy, "overlong_penalty": penalty}
+
+
+math_dapo_reward.reads_response_length = True

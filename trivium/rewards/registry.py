@@ -33,6 +33,7 @@ REWARD_FNS: Registry[RewardFn] = Registry(
         "trivium.rewards.countdown",
         "trivium.rewards.tool_calls",
         "trivium.rewards.outside",
+        "trivium.rewards.reasoning_gym_reward",
     ),
 )
 
@@ -40,6 +41,11 @@ REWARD_FNS: Registry[RewardFn] = Registry(
 def resolve_reward_fn(reward_fn: str | RewardFn) -> RewardFn:
     """A callable from a registered name, a dotted path, or a callable."""
     return reward_fn if callable(reward_fn) else REWARD_FNS.get(reward_fn)
+
+
+def reads_response_length(fn: RewardFn) -> bool:
+    """True if ``fn`` takes ``response_length``: the reply's length in tokens (math_dapo_reward)."""
+    return bool(getattr(fn, "reads_response_length", False))
 
 
 def score(

@@ -9,6 +9,7 @@ hole, an unreadable reply or running out of ``max_env_steps`` (default 6). Metri
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from trivium.errors import UserError
@@ -49,6 +50,10 @@ class FrozenLakeGame:
 
     def episode_metrics(self) -> dict[str, Any]:
         return {"accuracy": 1.0 if self.success else 0.0}
+
+    def state_key(self) -> str:
+        """The map with the player's position: equal for two steps from the same cell of the same lake."""
+        return hashlib.sha1(self.lake.observation().encode()).hexdigest()[:16]
 
 
 @register_builtin("frozen_lake")

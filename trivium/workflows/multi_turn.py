@@ -10,7 +10,8 @@ the last experience is the whole episode, its ``action_mask`` marking the model'
 the step rewards. ``StepWiseRewardWorkflow`` returns one experience per step instead (the
 turn as response, everything before it as prompt), all sharing an ``episode_id``; its
 ``reward_propagation`` gives every step either the episode's final reward (``final``) or
-its own (``step``).
+its own (``step``); each step also carries its own reward as ``info['step_reward']`` and,
+when the environment names its state (``state_key``), ``info['env_state_hash']``.
 
 workflow_args: ``max_env_steps`` (model turns per episode), ``system_prompt``.
 """
@@ -62,6 +63,12 @@ class MultiTurnEnvWorkflow(Workflow):
         """Metrics of the finished episode (e.g. ``accuracy`` = success)."""
         return {}
 
+    def state_key(self) -> str | None:
+        """A hash of the environment's current state (the task's environment and the position
+        in it), or None when the environment cannot name it. Step-wise rows carry it as
+        ``info['env_state_hash']``, the anchor state that gigpo groups steps by."""
+        return None
+
     # ---- the loop -----------------------------------------------------------------------------
 
     def sampling_args(self) -> dict[str, Any]:
@@ -78,7 +85,9 @@ class MultiTurnEnvWorkflow(Workflow):
         """Each model turn's experience (the episode so far) with what its reply did."""
         messages = self.reset()
         turns: list[tuple[Experience, EnvStep | None]] = []
+        self.turn_states: list[str | None] = []  # the state each turn acted from
         for _ in range(self.max_env_steps):
+            self.turn_states.append(self.state_key())
             (experience,) = await self.model.chat_async(messages, **self.sampling_args())
             if experience.episode_truncated:  # no room left in the context: the episode ends here
                 turns.append((experience, None))
@@ -127,7 +136,8 @@ class StepWiseRewardWorkflow(MultiTurnEnvWorkflow):
         episode_id = uuid.uuid4().hex
         steps = []
         seen_turns = 0
-        for (experience, _), own_reward in zip(turns, step_rewards):
+        states = getattr(self, "turn_states", [None] * len(turns))
+        for (experience, _), own_reward, state in zip(turns, step_rewards, states):
             if experience.info.get("model_turns", seen_turns + 1) == seen_turns:
                 continue  # the context was full before this turn: nothing new was sampled
             seen_turns = experience.info.get("model_turns", seen_turns + 1)
@@ -135,6 +145,9 @@ class StepWiseRewardWorkflow(MultiTurnEnvWorkflow):
             # final: r_k = sum of the episode's step rewards, for every step k
             view.reward = sum(step_rewards) if propagation == "final" else own_reward
             view.episode_id = episode_id
+            view.info["step_reward"] = own_reward
+            if state is not None:
+                view.info["env_state_hash"] = state
             self.fill(view, turns)
             steps.append(view)
         return steps

@@ -15,7 +15,7 @@ from typing import Any
 
 from trivium.core.experience import Experience
 from trivium.errors import UserError
-from trivium.rewards.registry import RewardFn, resolve_reward_fn, score
+from trivium.rewards.registry import RewardFn, reads_response_length, resolve_reward_fn, score
 from trivium.workflows.base import Workflow
 from trivium.workflows.prompting import build_messages, ground_truth_of
 from trivium.workflows.registry import register_builtin
@@ -80,11 +80,16 @@ class SimpleWorkflow(Workflow):
         return experiences
 
     def score_one(self, experience: Experience, *, prompt: str, ground_truth: Any) -> None:
+        # A reward fn that declares ``reads_response_length`` also gets the reply's length in tokens.
+        length = (
+            {"response_length": experience.response_length} if reads_response_length(self.reward_fn) else {}
+        )
         reward, components = score(
             self.reward_fn,
             prompt=prompt,
             response=experience.response_text or "",
             ground_truth=ground_truth,
+            **length,
             **self.reward_fn_args,
         )
         experience.reward = reward

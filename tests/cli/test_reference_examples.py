@@ -47,6 +47,10 @@ NEEDS = {
     "agentscope_tool_react/agentscopev1_tool_react_dapo.yaml": "'agentscope'",
     "agentscope_websearch/agentscopev1_websearch_agent.yaml": "'agentscope'",
     "grpo_email_search/email_search.yaml": "'agentscope'",
+    # Data-Juicer operators that reach a model or service over the network; a Data-Juicer server.
+    "grpo_gsm8k_task_pipeline/gsm8k.yaml": "'llm_difficulty_score_filter' cannot run here",
+    "dpo_human_in_the_loop/dpo.yaml": "'human_preference_annotation_mapper' cannot run here",
+    "grpo_gsm8k_experience_pipeline/gsm8k.yaml": "py-data-juicer ships no data-processing server",
     # User code of the reference repository's examples folder, absent here.
     "agentscope_frozenlake/frozenlake_agent.yaml": "No module named 'examples",
     "bots/random.yaml": "No module named 'examples",

@@ -3,6 +3,7 @@
 Owns the built-in operators. An experience operator is built from its ``args`` and has
 ``process(experiences) -> (experiences, metrics)``; a task operator has
 ``keep(row) -> bool``. Grouping follows ``group_id`` (the samples of one task).
+Data-Juicer's operators, named by their own names, are built in ``data_juicer_ops.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from trivium.registry import Registry
 
 Metrics = dict[str, float]
 
-EXPERIENCE_OPERATORS: Registry[type] = Registry("experience operator")
+# The data_juicer operator (a Data-Juicer recipe file) lives in data_juicer_ops.py.
+EXPERIENCE_OPERATORS: Registry[type] = Registry(
+    "experience operator", builtin_modules=("trivium.buffer.data_juicer_ops",)
+)
 TASK_OPERATORS: Registry[type] = Registry("task operator")
 
 
@@ -91,6 +95,57 @@ class RewardStdFilter(ExperienceOperator):
             else:
                 dropped_groups += 1
         return kept, {"dropped": float(len(experiences) - len(kept)), "dropped_groups": float(dropped_groups)}
+
+
+@EXPERIENCE_OPERATORS.register("dapo_dynamic_sampling")
+class DapoDynamicSampling(ExperienceOperator):
+    """DAPO's dynamic sampling by outcome: keeps a group only when some but not all of its samples
+    are correct (``metrics[metric_key]`` above ``correct_threshold``; the reward where the metric
+    is missing), so a shaped reward (the overlong penalty) cannot keep an all-correct group.
+    Groups of one sample leave too. The algorithm type ``dapo`` filters by the reward instead
+    (grpo's ``std_threshold``); this operator is the outcome-based form."""
+
+    name = "dapo_dynamic_sampling"
+
+    def __init__(self, metric_key: str = "accuracy", correct_threshold: float = 0.0):
+        self.metric_key, self.correct_threshold = metric_key, correct_threshold
+
+    def _correct(self, experience: Experience) -> bool:
+        score = experience.metrics.get(self.metric_key, experience.reward)
+        return is_valid_reward(score) and float(score) > self.correct_threshold
+
+    def process(self, experiences):
+        kept, all_correct, all_wrong = [], 0, 0
+        for group in _groups(experiences).values():
+            correct = sum(self._correct(e) for e in group)
+            if len(group) < 2:
+                continue
+            if correct == 0:
+                all_wrong += len(group)
+            elif correct == len(group):
+                all_correct += len(group)
+            else:
+                kept.extend(group)
+        return kept, {"dropped": float(len(experiences) - len(kept)), "dropped_all_correct": float(all_correct),
+                      "dropped_all_wrong": float(all_wrong)}
+
+
+@EXPERIENCE_OPERATORS.register("mask_response_truncated")
+class MaskResponseTruncated(ExperienceOperator):
+    """Trains on no token of a response cut at the length limit (``info['finish_reason']`` is
+    ``length``): its action mask becomes all False; it still counts as a row."""
+
+    name = "mask_response_truncated"
+
+    def process(self, experiences):
+        masked = 0
+        for experience in experiences:
+            if experience.info.get("finish_reason") == "length":
+                import torch  # here: reading the operator registry must not load torch
+
+                experience.action_mask = torch.zeros(experience.response_length, dtype=torch.bool)
+                masked += 1
+        return experiences, {"masked_truncated": float(masked)}
 
 
 _SHAPING_OPS: dict[str, Callable[[float, float], float]] = {
@@ -166,52 +221,6 @@ class PassRateCalculator(ExperienceOperator):
         mean = sum(rates) / len(rates) if rates else 0.0
         return experiences, {"mean": mean, "all_passed_groups": float(sum(r == 1.0 for r in rates)),
                              "none_passed_groups": float(sum(r == 0.0 for r in rates))}
-
-
-@EXPERIENCE_OPERATORS.register("data_juicer")
-class DataJuicerOperator(ExperienceOperator):
-    """Runs a Data-Juicer recipe (``config_path``) over the experiences' text.
-
-    Each experience becomes a sample {"text": prompt + response, "prompt", "response",
-    "reward"}; samples a filter drops are dropped, and the stats Data-Juicer computes are
-    copied into ``exp.info`` (where ``reward_shaping_mapper`` can use them).
-    """
-
-    name = "data_juicer"
-
-    def __init__(self, config_path: str, **_: Any):
-        try:
-            from data_juicer.config import init_configs
-            from data_juicer.ops import load_ops
-        except ImportError as error:
-            raise UserError(
-                "The 'data_juicer' operator needs the optional Data-Juicer package, which is not "
-                "installed. Install it with `pip install py-data-juicer`, or remove the operator "
-                "from data_processor.experience_pipeline.operators."
-            ) from error
-        config = init_configs(args=["--config", str(config_path)])
-        self.ops = load_ops(config.process)
-
-    def process(self, experiences):
-        from data_juicer.core.data import NestedDataset
-        from data_juicer.utils.constant import Fields
-        from datasets import Dataset
-
-        samples = [
-            {"text": (e.prompt_text or "") + (e.response_text or ""), "prompt": e.prompt_text or "",
-             "response": e.response_text or "", "reward": e.reward, "_position": i}
-            for i, e in enumerate(experiences)
-        ]
-        dataset = NestedDataset(Dataset.from_list(samples))
-        for op in self.ops:
-            dataset = op.run(dataset)
-        kept = []
-        for sample in dataset.to_list():
-            experience = experiences[sample["_position"]]
-            experience.info.update({k: v for k, v in (sample.get(Fields.stats) or {}).items()
-                                    if isinstance(v, (int, float))})
-            kept.append(experience)
-        return kept, {"dropped": float(len(experiences) - len(kept))}
 
 
 # ---- task operators ------------------------------------------------------------------

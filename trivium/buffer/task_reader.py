@@ -108,6 +108,7 @@ class TaskReader:
                            len(self.rows) + len(loaded.bad), shown, more)
         if task_pipeline is not None:
             usable, metrics = task_pipeline.filter_rows(self.rows, usable)
+            self.rows = task_pipeline.rows_after(self.rows)  # rows its mappers rewrote
             logger.info("taskset '%s': task pipeline %s", self.name, metrics)
         return usable
 

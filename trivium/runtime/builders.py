@@ -168,7 +168,7 @@ def build_task_pipeline(explorer: ExplorerSettings) -> Any:
         return None
     from trivium.buffer.pipeline import TaskPipeline
 
-    return TaskPipeline.from_configs(pipeline.operators)
+    return TaskPipeline.from_configs(pipeline.operators, target_fields=pipeline.target_fields)
 
 
 def build_experience_pipeline(explorer: ExplorerSettings) -> Any:
@@ -177,7 +177,7 @@ def build_experience_pipeline(explorer: ExplorerSettings) -> Any:
         return None
     from trivium.buffer.pipeline import ExperiencePipeline
 
-    return ExperiencePipeline.from_configs(pipeline.operators)
+    return ExperiencePipeline.from_configs(pipeline.operators, target_fields=pipeline.target_fields)
 
 
 def connect_selector_feedback(pipeline: Any, taskset_reader: Any) -> Any:

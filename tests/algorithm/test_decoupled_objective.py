@@ -33,6 +33,28 @@ def test_uncapped_weights_and_no_gradient():
     assert not weights.requires_grad
 
 
+def test_weights_outside_the_kept_range_are_masked_before_the_cap():
+    # pi_prox / pi_behav = 2, 9, 0.25, 1 on four response tokens; keep [0.5, 4], cap 3.
+    proximal = torch.log(torch.tensor([[0.4, 0.9, 0.1, 0.3]]))
+    behaviour = torch.log(torch.tensor([[0.2, 0.1, 0.4, 0.3]]))
+    weights, metrics = behaviour_importance_weights(
+        proximal_logprobs=proximal, behaviour_logprobs=behaviour, response_mask=torch.ones(1, 4),
+        cap=3.0, keep_range=(0.5, 4.0),
+    )
+    # 9 is masked (not capped to 3), 0.25 is masked; 2 and 1 pass; nothing left above the cap.
+    assert weights.tolist()[0] == pytest.approx([2.0, 0.0, 0.0, 1.0], rel=1e-5)
+    assert metrics["masked_frac"] == pytest.approx(0.5) and metrics["capped_frac"] == 0.0
+    assert metrics["weight_mean"] == pytest.approx(0.75, rel=1e-5)
+
+
+def test_a_kept_range_that_is_not_low_below_high_is_refused():
+    ones = torch.zeros(1, 1)
+    with pytest.raises(ValueError, match="0 <= low < high"):
+        behaviour_importance_weights(
+            proximal_logprobs=ones, behaviour_logprobs=ones, response_mask=ones, keep_range=(2.0, 0.5)
+        )
+
+
 def test_a_non_positive_cap_is_refused():
     ones = torch.zeros(1, 1)
     with pytest.raises(ValueError, match="cap"):

@@ -300,3 +300,13 @@ def test_reference_names_and_arguments_are_accepted(write_config, algorithm):
     if algorithm.get("algorithm_type") == "jsd":
         patch["explorer"] = {"auxiliary_models": [{"model_path": "/models/teacher"}]}
     prepare(write_config(patch))
+
+
+def test_a_kept_weight_range_needs_the_decoupled_objective(write_config):
+    message = error_of(write_config, {"trainer": {"behaviour_weight_range": [0.5, 2.0]}})
+    assert "trainer.behaviour_weight_range" in message and "set old_logprobs_source: decoupled" in message
+
+
+def test_a_kept_weight_range_must_be_low_below_high(write_config):
+    patch = {"trainer": {"old_logprobs_source": "decoupled", "behaviour_weight_range": [2.0, 0.5]}}
+    assert "must be [low, high] with 0 <= low < high" in error_of(write_config, patch)

@@ -48,6 +48,7 @@ def fully_async_config(assets, run_root, placement: str) -> dict:
         "synchronizer.sync_style": "fully_async",
         "synchronizer.sync_offset": 1,
         "trainer.old_logprobs_source": "decoupled",
+        "trainer.behaviour_weight_range": [0.2, 5.0],
         "explorer.runner_per_model": 4,
         "explorer.over_rollout": {"ratio": 0.25, "wait_after_min": 0.2},
         "explorer.dynamic_timeout": {"enable": True, "ratio": 20.0},
@@ -92,7 +93,8 @@ def test_fully_async_run_leaves_slow_tasks_behind_within_the_staleness_bound(ass
     assert len(startups) == 1 and 0 < startups[0] < 120
     assert "start-up: " in result.stdout + result.stderr
     # The decoupled objective weighted the stale tokens; staleness stayed within sync_offset.
-    assert all("decoupled/weight_mean" in r for r in trainer)
+    assert all("decoupled/weight_mean" in r and 0 <= r["decoupled/masked_frac"] <= 1 for r in trainer)
+    assert "off-policy correction (pi_proximal / pi_engine): " in result.stdout + result.stderr
     assert max(r["staleness/max"] for r in trainer) <= 1
     for step, samples in trained_lineage(run_dir).items():
         assert all(step - 1 - 1 <= version <= step - 1 for *_, version in samples), f"step {step}: {samples}"

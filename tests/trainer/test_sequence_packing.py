@@ -170,15 +170,17 @@ def test_packing_is_refused_for_model_families_it_was_not_checked_on(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-def test_a_packed_step_over_two_fsdp_ranks_equals_a_padded_step_in_one_process(tiny_model_dir, tmp_path):
-    """Packed micro-batches run one forward each, so ranks stay in step (about 40 s: a second rank)."""
+def test_a_packed_chunked_step_over_two_fsdp_ranks_equals_a_padded_step_in_one_process(tiny_model_dir, tmp_path):
+    """Packed micro-batches run one forward each, so ranks stay in step; the sharded side also
+    computes its head 7 positions at a time (trainer/token_head.py) inside FSDP2's forward
+    (about 40 s: a second rank)."""
     experiences = mixed_lengths(vocab=300, rows=16)
     for e in experiences:
         e.advantages = None
     padded_metrics, padded_weights = step(tiny_model_dir, tmp_path / "padded", packed=False, experiences=experiences)
     settings = TrainerSettings(
         model_path=tiny_model_dir, lr=1e-3, use_critic=True, pack_sequences=True, max_token_len_per_gpu=200,
-        data_parallel_size=2, collective_timeout=120,
+        data_parallel_size=2, collective_timeout=120, logit_chunk_tokens=7,
         loss=LossSettings(policy_loss_fn="ppo", advantage_fn="ppo", kl_loss_fn="low_var_kl", kl_loss_coef=0.1),
     )
     torch.manual_seed(0)

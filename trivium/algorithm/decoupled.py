@@ -28,18 +28,32 @@ def behaviour_importance_weights(
     behaviour_logprobs: torch.Tensor,
     response_mask: torch.Tensor,
     cap: float | None = 5.0,
+    keep_range: tuple[float, float] | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Per-token weights pi_prox / pi_behav, capped, 0 outside the mask, no gradient.
+    """Per-token weights pi_prox / pi_behav, 0 outside the mask, no gradient.
+
+    Two corrections, either or both: ``cap`` truncates each weight at ``cap`` (truncated
+    importance sampling); ``keep_range`` (low, high) masks a token whose weight falls outside
+    [low, high] (weight 0: the token takes no part in the update), so tokens the engine and
+    the trainer disagree on most are dropped rather than only bounded (IcePop-style masking).
+    Masking is decided on the raw weight, before the cap.
 
     Shapes: every tensor (batch, response_len). Metrics: weight_mean, weight_max,
-    capped_frac (share of response tokens whose weight was capped).
+    capped_frac and masked_frac (shares of response tokens capped and masked).
     """
     if cap is not None and cap <= 0:
         raise ValueError(f"the importance weight cap must be greater than 0, got {cap}")
+    if keep_range is not None and not 0 <= keep_range[0] < keep_range[1]:
+        raise ValueError(f"the kept weight range must be 0 <= low < high, got {keep_range}")
     mask = response_mask.to(proximal_logprobs.dtype)
     with torch.no_grad():
         # w = exp(clamp(log pi_prox - log pi_behav, -20, 20))
         weights = torch.exp(clamped_log_ratio(proximal_logprobs.detach(), behaviour_logprobs.detach()))
+        masked = torch.zeros_like(weights, dtype=torch.bool)
+        if keep_range is not None:
+            # w = 0 where w < low or w > high
+            masked = (weights < keep_range[0]) | (weights > keep_range[1])
+            weights = weights.masked_fill(masked, 0.0)
         capped = torch.zeros_like(weights, dtype=torch.bool)
         if cap is not None:
             # w = min(w, cap)
@@ -50,5 +64,6 @@ def behaviour_importance_weights(
         "weight_mean": float(masked_mean(weights, mask)),
         "weight_max": float(weights.max()) if weights.numel() else 0.0,
         "capped_frac": float(masked_mean(capped.to(mask.dtype), mask)),
+        "masked_frac": float(masked_mean(masked.to(mask.dtype), mask)),
     }
     return weights, metrics

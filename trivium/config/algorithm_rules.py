@@ -70,6 +70,12 @@ def _check_preset(config: TriviumConfig, problems: list[Problem]) -> None:
             f"mode: train (got mode: {config.mode})",
         ))
     buffer = config.buffer.trainer_input.experience_buffer
+    if preset.reads_raw_text and buffer.format.prompt_type != "raw":
+        problems.append(Problem(
+            "buffer.trainer_input.experience_buffer.format.prompt_type",
+            f"{algorithm.algorithm_type} trains on raw text rows: set prompt_type: raw (the text in prompt_key), "
+            f"got {buffer.format.prompt_type}",
+        ))
     if buffer.storage_type == "queue" or not buffer.path:
         problems.append(Problem(
             "buffer.trainer_input.experience_buffer",
@@ -126,6 +132,13 @@ def _check_functions(config: TriviumConfig, problems: list[Problem]) -> None:
             _check_fn_args(functions[name], getattr(algorithm, f"{name}_args"), f"algorithm.{name}_args", problems)
     if algorithm.policy_loss_fn == "mix":
         _check_mix_inner_loss(algorithm.policy_loss_fn_args, problems)
+    required_mode = getattr(functions.get("policy_loss_fn"), "required_loss_agg_mode", None)
+    if required_mode is not None and algorithm.loss_agg_mode != required_mode:
+        problems.append(Problem(
+            "algorithm.loss_agg_mode",
+            f"policy_loss_fn '{algorithm.policy_loss_fn}' is defined with loss_agg_mode: {required_mode} "
+            f"(got {algorithm.loss_agg_mode}); set it to {required_mode}",
+        ))
     # The trainer reads only the coefficients of the KL and entropy terms (and the penalty's controller).
     for name in ("kl_penalty_fn", "kl_loss_fn"):
         _check_kl_args(f"algorithm.{name}_args", getattr(algorithm, f"{name}_args"), problems)
@@ -162,6 +175,12 @@ def _check_decoupled_objective(config: TriviumConfig, problems: list[Problem]) -
     from trivium.algorithm.policy_losses import scales_with_advantage
 
     if config.trainer.old_logprobs_source != "decoupled":
+        if config.trainer.behaviour_weight_range is not None:
+            problems.append(Problem(
+                "trainer.behaviour_weight_range",
+                f"masks tokens by pi_proximal / pi_engine, which only old_logprobs_source 'decoupled' computes "
+                f"(it is '{config.trainer.old_logprobs_source}'): set old_logprobs_source: decoupled or remove it",
+            ))
         return
     algorithm = config.algorithm
     if not PRESETS[algorithm.algorithm_type].learns_from_rollouts:
@@ -183,6 +202,11 @@ def _check_decoupled_objective(config: TriviumConfig, problems: list[Problem]) -
     cap = config.trainer.behaviour_weight_cap
     if cap is not None and cap <= 0:
         problems.append(Problem("trainer.behaviour_weight_cap", f"must be greater than 0 or null, got {cap}"))
+    kept = config.trainer.behaviour_weight_range
+    if kept is not None and (len(kept) != 2 or not 0 <= kept[0] < kept[1]):
+        problems.append(Problem(
+            "trainer.behaviour_weight_range", f"must be [low, high] with 0 <= low < high, or null; got {list(kept)}"
+        ))
 
 
 def _check_mix_inner_loss(args: Mapping[str, Any], problems: list[Problem]) -> None:

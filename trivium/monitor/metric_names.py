@@ -34,6 +34,8 @@ IDLE_TRAINER = "time/idle_trainer"
 STARTUP = "time/startup"
 
 # Either role.
+OFF_POLICY_CAPPED = "decoupled/capped_frac"  # share of tokens whose pi_prox / pi_engine weight was capped
+OFF_POLICY_MASKED = "decoupled/masked_frac"  # share of tokens masked for a weight outside the kept range
 STALENESS_MEAN = "staleness/mean"  # trainer step minus the model version that produced the data
 STALENESS_MAX = "staleness/max"
 THROUGHPUT = "time/throughput_*"

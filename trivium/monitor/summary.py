@@ -64,6 +64,7 @@ class RunSummary:
     throughput: dict[str, dict[str, float]] = field(default_factory=dict)  # role -> {unit: mean}
     staleness_mean: float | None = None
     staleness_max: float | None = None
+    off_policy: dict[str, float] = field(default_factory=dict)  # "capped"/"masked" -> mean share of tokens
     idle: dict[str, IdleTime] = field(default_factory=dict)  # role -> its waits on the other side
     startup_seconds: float | None = None  # the latest process's start to its first step
     checkpoint_steps: list[int] = field(default_factory=list)
@@ -110,6 +111,10 @@ def compute_summary(
         summary.staleness_mean = sum(staleness) / len(staleness)
     if staleness_peaks or staleness:
         summary.staleness_max = max(staleness_peaks or staleness)
+    for label, key in (("capped", names.OFF_POLICY_CAPPED), ("masked", names.OFF_POLICY_MASKED)):
+        _, shares = series(records, key)
+        if shares:
+            summary.off_policy[label] = sum(shares) / len(shares)
     for role, key in ((names.EXPLORER, names.IDLE_EXPLORER), (names.TRAINER, names.IDLE_TRAINER)):
         _, waits = series(records, key, role=role)
         if waits:
@@ -193,6 +198,9 @@ def summary_lines(summary: RunSummary) -> list[str]:
         lines.append(f"throughput ({role}, recent): {text}")
     if summary.staleness_mean is not None:
         lines.append(f"staleness: mean {summary.staleness_mean:.2f}, max {summary.staleness_max:g} steps")
+    if summary.off_policy:
+        shares = ", ".join(f"{share:.1%} {label}" for label, share in summary.off_policy.items())
+        lines.append(f"off-policy correction (pi_proximal / pi_engine): {shares} of tokens per step")
     if summary.idle:
         text = ", ".join(
             f"{role} {idle.total:.1f}s ({idle.per_step:.3f}s per step)" for role, idle in summary.idle.items()

@@ -149,9 +149,13 @@ def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads:
         total_steps=trainer.total_steps,
         old_logprobs_source=trainer.old_logprobs_source,
         behaviour_weight_cap=None if trainer.behaviour_weight_cap is None else float(trainer.behaviour_weight_cap),
+        behaviour_weight_range=(
+            None if trainer.behaviour_weight_range is None else tuple(float(v) for v in trainer.behaviour_weight_range)
+        ),
         share_prompt_forward=bool(trainer.share_prompt_forward),
         pack_sequences=bool(trainer.use_remove_padding),
         gradient_checkpointing=bool(trainer.enable_gradient_checkpointing),
+        logit_chunk_tokens=None if trainer.logit_chunk_tokens is None else int(trainer.logit_chunk_tokens),
         staleness_limit=staleness_limit,
         staleness_mode=str(strategy_args.get("mode", "drop")),
         truncation=trainer.truncation,
@@ -159,7 +163,7 @@ def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads:
         loss=loss,
         lora=lora_settings(config),
         dtype=config.model.dtype,
-        device="cuda" if config.cluster.device_type == "cuda" else "cpu",
+        device="cuda" if config.cluster.compute_device == "cuda" else "cpu",
         rope_scaling=dict(config.model.rope_scaling) if config.model.rope_scaling else None,
         rope_theta=None if config.model.rope_theta is None else float(config.model.rope_theta),
         cpu_threads=cpu_threads,

@@ -16,12 +16,14 @@ language-model head only at the positions that predict a response token.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from trivium.algorithm.entropy import entropy_from_logits, expected_entropy_signal_from_logits
 from trivium.algorithm.logprobs import logprobs_from_logits
 from trivium.core.batch import ExperienceBatch
 from trivium.models.kv_cache import cache_keyword, output_cache
 from trivium.trainer.packing import pack, packs
+from trivium.trainer.token_head import TokenStatisticsHead, chunked_token_head
 
 SHARED_PROMPT_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 # Share the prompt pass only when it at least halves the prompt rows.
@@ -29,15 +31,24 @@ MIN_ROWS_PER_PROMPT = 2
 
 
 def response_logits(
-    model: torch.nn.Module, batch: ExperienceBatch, share_prompts: bool = True, *, pack_sequences: bool = False
+    model: torch.nn.Module,
+    batch: ExperienceBatch,
+    share_prompts: bool = True,
+    *,
+    pack_sequences: bool = False,
+    head: TokenStatisticsHead | None = None,
 ) -> torch.Tensor:
-    """Logits that predict each response token: (B, R, V)."""
+    """Logits that predict each response token: (B, R, V); with a chunked ``head`` active,
+    (B, R, 2): the logprob of each response token and the entropy there."""
     route, groups = cheapest_forward(model, batch, share_prompts=share_prompts, pack_sequences=pack_sequences)
     if route == "shared":
-        return _shared_prompt_logits(model, batch, *groups)
+        return _shared_prompt_logits(model, batch, *groups, head=head)
     if route == "packed":
-        return _packed_logits(model, batch)
-    R = batch.response_length
+        return _packed_logits(model, batch, head=head)
+    P, R = batch.prompt_length, batch.response_length
+    if head is not None:
+        # The kept positions P-1 .. P+R-1 predict the tokens P .. P+R-1 (the last predicts none).
+        head.targets = F.pad(batch.input_ids[:, P : P + R], (0, 1))
     output = model(
         input_ids=batch.input_ids,
         attention_mask=batch.attention_mask.long(),
@@ -65,8 +76,12 @@ def cheapest_forward(
     return route, groups if route == "shared" else None
 
 
-def _packed_logits(model: torch.nn.Module, batch: ExperienceBatch) -> torch.Tensor:
+def _packed_logits(model: torch.nn.Module, batch: ExperienceBatch, *, head: TokenStatisticsHead | None) -> torch.Tensor:
     packed = pack(batch)
+    if head is not None:
+        # A kept position predicts the packed token after it (clamped at the end: padding only).
+        after = (packed.keep + 1).clamp(max=packed.num_tokens - 1)
+        head.targets = packed.input_ids[:, after]
     output = model(**packed.forward_kwargs(), logits_to_keep=packed.keep)  # logits (1, K, V)
     return output.logits[0][packed.kept_index]
 
@@ -88,10 +103,18 @@ def prompt_groups(model: torch.nn.Module, batch: ExperienceBatch) -> tuple[torch
 
 
 def _shared_prompt_logits(
-    model: torch.nn.Module, batch: ExperienceBatch, first_rows: torch.Tensor, row_to_distinct: torch.Tensor
+    model: torch.nn.Module,
+    batch: ExperienceBatch,
+    first_rows: torch.Tensor,
+    row_to_distinct: torch.Tensor,
+    *,
+    head: TokenStatisticsHead | None,
 ) -> torch.Tensor:
     P, R = batch.prompt_length, batch.response_length
     mask = batch.attention_mask.long()
+    if head is not None:
+        # One position per distinct prompt, but each row predicts its own first token there.
+        head.whole_logits = True
     prompt = model(
         input_ids=batch.input_ids[first_rows, :P],
         attention_mask=mask[first_rows, :P],
@@ -102,6 +125,8 @@ def _shared_prompt_logits(
     cache = output_cache(prompt)
     cache.batch_select_indices(row_to_distinct)  # indexing: the copies stay in the autograd graph
     # The other response tokens are predicted from the response positions before them.
+    if head is not None:
+        head.targets = batch.input_ids[:, P + 1 : P + R]
     rest = model(
         input_ids=batch.input_ids[:, P : P + R - 1],
         attention_mask=mask[:, : P + R - 1],
@@ -109,7 +134,12 @@ def _shared_prompt_logits(
         use_cache=True,
         **{cache_keyword(model): cache},
     )
-    return torch.cat([prompt.logits[row_to_distinct], rest.logits], dim=1)
+    first = prompt.logits[row_to_distinct]
+    if head is not None:
+        first = first.float()
+        labels = batch.input_ids[:, P : P + 1]
+        first = torch.stack([logprobs_from_logits(first, labels), entropy_from_logits(first)], dim=-1)
+    return torch.cat([first, rest.logits], dim=1)
 
 
 def response_logprobs(
@@ -119,7 +149,14 @@ def response_logprobs(
     with_entropy: bool = False,
     share_prompts: bool = True,
     pack_sequences: bool = False,
+    chunk_tokens: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(logprobs, entropy or None), each (B, R). ``chunk_tokens``: compute the head that many
+    positions at a time (``token_head.py``), never holding the whole micro-batch's logits."""
+    with chunked_token_head(model, chunk_tokens) as head:
+        if head is not None:
+            statistics = response_logits(model, batch, share_prompts, pack_sequences=pack_sequences, head=head)
+            return statistics[..., 0], statistics[..., 1] if with_entropy else None
     logits = response_logits(model, batch, share_prompts, pack_sequences=pack_sequences).float()
     labels = batch.input_ids[:, batch.prompt_length :]
     logprobs = logprobs_from_logits(logits, labels)
@@ -135,12 +172,15 @@ def whole_batch_logprobs(
     share_prompts: bool = True,
     *,
     pack_sequences: bool = False,
+    chunk_tokens: int | None = None,
 ) -> torch.Tensor:
     """Response logprobs (B, R) for ``batch``, computed micro-batch by micro-batch without grad."""
     out = torch.zeros_like(batch.response_mask)
     for rows in plan:
         micro = batch.select(rows)
-        logprobs, _ = response_logprobs(model, micro, share_prompts=share_prompts, pack_sequences=pack_sequences)
+        logprobs, _ = response_logprobs(
+            model, micro, share_prompts=share_prompts, pack_sequences=pack_sequences, chunk_tokens=chunk_tokens
+        )
         out[rows, : micro.response_length] = logprobs
     return out
 
@@ -153,9 +193,14 @@ def whole_batch_entropy_terms(
     share_prompts: bool = True,
     *,
     pack_sequences: bool = False,
+    chunk_tokens: int | None = None,
 ) -> dict[str, torch.Tensor]:
     """What the entropy-aware advantages read, each (B, R): the current ``logprobs`` of the
-    sampled tokens, the ``entropy`` and the ``expected_entropy_signal`` of each position."""
+    sampled tokens, the ``entropy`` and the ``expected_entropy_signal`` of each position.
+
+    The expected entropy signal needs each position's whole distribution, so this pass is not
+    chunked (``chunk_tokens`` is accepted for a uniform call); it runs without gradients, one
+    micro-batch at a time."""
     out = {name: torch.zeros_like(batch.response_mask) for name in ("logprobs", "entropy", "expected_entropy_signal")}
     for rows in plan:
         micro = batch.select(rows)

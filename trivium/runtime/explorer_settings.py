@@ -25,7 +25,7 @@ def rollout_engine_settings(config: Any, compute_threads: int | None = None) -> 
     rollout, cluster = config.explorer.rollout_model, config.cluster
     external = config.model.external_model
     is_external = rollout.engine_type == "external"
-    on_gpu = cluster.device_type == "cuda"
+    on_gpu = cluster.compute_device == "cuda"
     # Separate GPUs in one process: the engines take the devices after the trainer's.
     first_device = cluster.trainer_devices if on_gpu and not cluster.shared_devices and not cluster.uses_ray else None
     return EngineSettings(

@@ -78,7 +78,9 @@ def prepare_actor_process(settings: RunSettings, torch_threads: int | None) -> N
 
     from trivium.buffer.queue_storage import share_queues_through
     from trivium.registry import load_plugin_dir
+    from trivium.runtime.quiet_output import quiet_third_party_output
 
+    quiet_third_party_output(settings.log.level)
     for directory in settings.plugin_dirs:
         load_plugin_dir(directory)
     namespace = settings.placement.namespace
@@ -87,26 +89,39 @@ def prepare_actor_process(settings: RunSettings, torch_threads: int | None) -> N
         torch.set_num_threads(torch_threads)
 
 
+class ActorProcess:
+    """What every actor of a run answers about itself: its process and where Ray put it."""
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def where(self) -> dict[str, Any]:
+        """Its process, node and the devices Ray assigned (as IDs and as CUDA_VISIBLE_DEVICES)."""
+        import ray
+
+        context = ray.get_runtime_context()
+        return {
+            "pid": os.getpid(),
+            "node_id": context.get_node_id(),
+            "gpu_ids": [str(gpu) for gpu in ray.get_gpu_ids()],
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
+
+
 # ---------------------------------------------------------------- workers
 
 
-class ExplorerActor(ExplorerWorker):
+class ExplorerActor(ActorProcess, ExplorerWorker):
     def __init__(self, settings: RunSettings, engine_handles: list[Any], torch_threads: int | None):
         prepare_actor_process(settings, torch_threads)
         super().__init__(settings, engine_handles=engine_handles)
 
-    def pid(self) -> int:
-        return os.getpid()
 
-
-class TrainerActor(TrainerWorker):
+class TrainerActor(ActorProcess, TrainerWorker):
     def __init__(self, settings: RunSettings, resume_step: int | None, torch_threads: int | None,
                  rank_launcher: Any = None):
         prepare_actor_process(settings, torch_threads)
         super().__init__(settings, resume_step=resume_step, rank_launcher=rank_launcher)
-
-    def pid(self) -> int:
-        return os.getpid()
 
     def node_address(self) -> str:
         import ray
@@ -122,14 +137,16 @@ class TrainerActor(TrainerWorker):
 # ---------------------------------------------------------------- engines
 
 
-class EngineHost:
+class EngineHost(ActorProcess):
     """An inference engine in its own process."""
 
     def __init__(self, settings: EngineSettings, index: int, run: RunSettings, torch_threads: int | None):
         from trivium.models.engine import create_engine
         from trivium.monitor.logs import setup_component_logger
         from trivium.registry import load_plugin_dir
+        from trivium.runtime.quiet_output import quiet_third_party_output
 
+        quiet_third_party_output(run.log.level)
         for directory in run.plugin_dirs:  # a plugin engine type is importable here too
             load_plugin_dir(directory)
         if torch_threads:
@@ -139,9 +156,6 @@ class EngineHost:
         self.engine = create_engine(settings.engine_type, **settings.factory_kwargs(index))
         self.group = None
         self.log.info("%s serves %s (%s)", self.name, settings.model_path, settings.engine_type)
-
-    def pid(self) -> int:
-        return os.getpid()
 
     def generate(self, prompts, params):
         return self.engine.generate(prompts, params)

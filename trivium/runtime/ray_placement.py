@@ -19,6 +19,7 @@ import math
 import os
 from typing import Any
 
+from trivium.config.gpu_layout import GpuLayout
 from trivium.core.durations import seconds_text
 from trivium.errors import UserError
 from trivium.runtime.ray_actors import (
@@ -31,6 +32,7 @@ from trivium.runtime.ray_actors import (
     call_actor,
     queue_actor_name,
 )
+from trivium.runtime.ray_fit import check_cluster_fits
 from trivium.runtime.ray_trainer_ranks import RayRanks, rank_actor_name
 from trivium.runtime.settings import RunSettings
 from trivium.sync.synchronizer import SyncTimeout, WeightUpdate
@@ -40,6 +42,7 @@ logger = logging.getLogger("trivium.runtime")
 # The CPU slice each actor reserves on a CPU-only cluster.
 CPU_SLICE = 0.25
 ACTOR_TABLE = "ray_actors.json"
+PLACEMENT_TABLE = "ray_placement.json"
 # Threads a queue actor needs: blocked writers and readers each hold one.
 QUEUE_CONCURRENCY = 16
 
@@ -58,29 +61,24 @@ class RayPlacement:
                 ray.init(namespace=placement.namespace, include_dashboard=False, log_to_driver=True)
                 self.started_ray = True
         self.namespace = placement.namespace
+        # GPUs are reserved and assigned whenever the cluster has them; they are computed on
+        # only with compute_device cuda (cpu: a placement rehearsal on machines without GPUs).
         self.on_gpus = placement.device_type == "cuda"
+        self.computes_on_gpus = placement.compute_device == "cuda"
         self.handles: dict[str, Any] = {}
         self.engine_handles: list[Any] = []
         self.trainer_handle = None
-        self._bundles: dict[str, int] = {}
-        self.placement_group = self._reserve()
+        self._slots: dict[str, tuple[int, int]] = {}
+        self._reserve()
         self._create_queues()
         cpus = int(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
         self.trainer_threads, self.engine_threads = self._thread_split(cpus)
         logger.info("placed on Ray (namespace %s, %d CPUs, started here: %s)", self.namespace, cpus, self.started_ray)
 
     # ------------------------------------------------------------------ resources
-    def _reserve(self) -> Any:
-        import ray
-        from ray.util.placement_group import placement_group
-
+    def _reserve(self) -> None:
+        """Placement groups for every actor; ``self._slots[name]`` is its (group, bundle index)."""
         settings = self.settings
-        bundles: list[dict[str, float]] = []
-
-        def add(name: str, gpus: float) -> None:
-            self._bundles[name] = len(bundles)
-            bundles.append({"CPU": CPU_SLICE, **({"GPU": gpus} if gpus else {})})
-
         if settings.traits.explores:
             rollout = settings.explorer.rollout
             if rollout.engine_type not in ("hf", "vllm"):
@@ -92,35 +90,88 @@ class RayPlacement:
                 raise UserError(
                     "explorer.rollout_model.tensor_parallel_size > 1 needs engine_type vllm; the hf engine runs on one device"
                 )
-            for index in range(rollout.count):
-                add(f"engine_{index}", rollout.tensor_parallel_size if self.on_gpus else 0)
-            add("explorer", 0)
+        layout = settings.placement.layout if self.on_gpus else None
+        if layout is None:
+            self._reserve_packed()
+        else:
+            check_cluster_fits(layout, self.ray_nodes())
+            self._reserve_by_machine(layout)
+
+    def _reserve_packed(self) -> None:
+        """CPU only: one group, a slice of a CPU per actor, packed wherever Ray finds room."""
+        settings, bundles = self.settings, []
+        names = []
+        if settings.traits.explores:
+            names += [f"engine_{index}" for index in range(settings.explorer.rollout.count)] + ["explorer"]
         if settings.traits.trains:
-            add("trainer", 1 if self.on_gpus else 0)
-            for rank in range(1, settings.trainer.data_parallel_size):
-                add(rank_actor_name(rank), 1 if self.on_gpus else 0)
-        group = placement_group(bundles, strategy="PACK")
-        ready, _ = ray.wait([group.ready()], timeout=120)
-        if not ready:
+            names += ["trainer", *(rank_actor_name(rank) for rank in range(1, settings.trainer.data_parallel_size))]
+        for name in names:
+            self._slots[name] = (0, len(bundles))
+            bundles.append({"CPU": CPU_SLICE})
+        self._make_groups([(bundles, "PACK", None)])
+
+    def _reserve_by_machine(self, layout: GpuLayout) -> None:
+        """One STRICT_PACK group per machine of the layout, each holding all of that machine's GPUs,
+        so every group lands on a machine of its own, as ``trivium plan`` shows it."""
+        settings = self.settings
+        machines: dict[int, list[tuple[str, float]]] = {}
+        engines = [slot for slot in layout.engines if slot.model == "rollout"]
+        for slot in engines:
+            machines.setdefault(layout.node_of(slot.gpus[0]), []).append((f"engine_{slot.index}", len(slot.gpus)))
+        if settings.traits.explores:
+            auxiliary = [gpu for slot in layout.engines if slot.model != "rollout" for gpu in slot.gpus]
+            # The explorer hosts the auxiliary engines: it takes their GPUs, beside the first of them.
+            anchor = auxiliary[0] if auxiliary else engines[0].gpus[0] if engines else layout.trainer_gpus[0]
+            machines.setdefault(layout.node_of(anchor), []).append(("explorer", len(auxiliary)))
+        if settings.traits.trains:
+            for rank, gpu in enumerate(layout.trainer_gpus):
+                name = "trainer" if rank == 0 else rank_actor_name(rank)
+                machines.setdefault(layout.node_of(gpu), []).append((name, 1))
+        groups = []
+        for group_index, (node, members) in enumerate(sorted(machines.items())):
+            bundles = []
+            for name, gpus in members:
+                self._slots[name] = (group_index, len(bundles))
+                bundles.append({"CPU": CPU_SLICE, **({"GPU": gpus} if gpus else {})})
+            groups.append((bundles, "STRICT_PACK", node))
+        self._make_groups(groups)
+
+    def _make_groups(self, groups: list[tuple[list[dict[str, float]], str, int | None]]) -> None:
+        import ray
+        from ray.util.placement_group import placement_group
+
+        self.groups = [placement_group(bundles, strategy=strategy) for bundles, strategy, _ in groups]
+        self.group_machines = [machine for _, _, machine in groups]
+        ready, _ = ray.wait([group.ready() for group in self.groups], num_returns=len(self.groups), timeout=120)
+        if len(ready) < len(self.groups):
+            wanted = [bundles for bundles, _, _ in groups]
             raise UserError(
-                f"Ray could not reserve the run's resources within 120 s: {bundles}; the cluster has "
+                f"Ray could not reserve the run's resources within 120 s: {wanted}; the cluster has "
                 f"{ray.cluster_resources()}. Lower engine_num / tensor_parallel_size or add nodes."
             )
-        return group
+
+    def _slot(self, name: str) -> tuple[Any, int]:
+        group_index, bundle = self._slots[name]
+        return self.groups[group_index], bundle
+
+    @staticmethod
+    def ray_nodes() -> list[dict[str, Any]]:
+        import ray
+
+        return [node for node in ray.nodes() if node.get("Alive")]
 
     def _options(self, name: str, **options: Any) -> dict[str, Any]:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        bundle = self._bundles[name]
-        gpus = self.placement_group.bundle_specs[bundle].get("GPU", 0)
+        group_index, bundle = self._slots[name]
+        group = self.groups[group_index]
+        gpus = group.bundle_specs[bundle].get("GPU", 0)
         return {
             "name": name,
             "namespace": self.namespace,
             "num_cpus": CPU_SLICE,
             "num_gpus": gpus,
-            "scheduling_strategy": PlacementGroupSchedulingStrategy(
-                placement_group=self.placement_group, placement_group_bundle_index=bundle
-            ),
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(placement_group=group, placement_group_bundle_index=bundle),
             **options,
         }
 
@@ -144,13 +195,14 @@ class RayPlacement:
             inputs = self.settings.trainer_input
             for storage in [inputs.experience_buffer, *(buffer for _, buffer in inputs.auxiliary_buffers)]:
                 storages[storage.name] = storage
+        beside = "explorer" if "explorer" in self._slots else "trainer"  # a queue lives beside its writer
         for storage in storages.values():
             if storage.storage_type != "queue":
                 continue
             name = queue_actor_name(storage.name)
             handle = (
                 ray.remote(QueueHost)
-                .options(**self._options("explorer", max_concurrency=QUEUE_CONCURRENCY) | {"name": name, "num_cpus": 0})
+                .options(**self._options(beside, max_concurrency=QUEUE_CONCURRENCY) | {"name": name, "num_cpus": 0, "num_gpus": 0})
                 .remote(storage)
             )
             self.handles[name] = handle
@@ -169,7 +221,7 @@ class RayPlacement:
         for index in range(rollout.count):
             name = f"rollout_engine_{index}"
             handle = ray.remote(EngineHost).options(**self._options(f"engine_{index}") | {"name": name}).remote(
-                rollout, index, self.settings, None if self.on_gpus else self.engine_threads
+                rollout, index, self.settings, None if self.computes_on_gpus else self.engine_threads
             )
             self.handles[name] = handle
             self.engine_handles.append(handle)
@@ -193,12 +245,11 @@ class RayPlacement:
     def trainer(self, resume_step: int | None) -> ActorProxy:
         import ray
 
-        threads = None if self.on_gpus else self.trainer_threads
+        threads = None if self.computes_on_gpus else self.trainer_threads
         ranks = self.settings.trainer.data_parallel_size
         launcher = RayRanks(
             settings=self.settings,
-            placement_group=self.placement_group,
-            bundles=[self._bundles[rank_actor_name(rank)] for rank in range(1, ranks)],
+            slots=[self._slot(rank_actor_name(rank)) for rank in range(1, ranks)],
             cpu_slice=CPU_SLICE,
             on_gpus=self.on_gpus,
             torch_threads=threads,
@@ -224,12 +275,39 @@ class RayPlacement:
                 name = rank_actor_name(rank)
                 pids[name] = ray.get(ray.get_actor(name, namespace=self.namespace).pid.remote())
         (self.settings.run_dir / ACTOR_TABLE).write_text(json.dumps(pids, indent=2))
+        self._write_placement_table()
+
+    def _write_placement_table(self) -> None:
+        """``<run dir>/ray_placement.json``: for every actor, its node, the layout machine whose
+        group holds it, and the devices Ray assigned it; and which Ray node each machine is."""
+        import json
+
+        import ray
+        from ray.util.placement_group import placement_group_table
+
+        machines = {}
+        for group, machine in zip(self.groups, self.group_machines):
+            if machine is not None:
+                machines[str(machine)] = next(iter(placement_group_table(group)["bundles_to_node_id"].values()))
+        actors = {}
+        for name, handle in self.handles.items():
+            if not name.startswith("queue:"):
+                actors[name] = ray.get(handle.where.remote())
+        if self.trainer_handle is not None:
+            for rank in range(1, self.settings.trainer.data_parallel_size):
+                name = rank_actor_name(rank)
+                actors[name] = ray.get(ray.get_actor(name, namespace=self.namespace).where.remote())
+        for name, where in actors.items():
+            slot = self._slots.get(name) or self._slots.get(name.replace("rollout_engine_", "engine_"))
+            where["machine"] = None if slot is None else self.group_machines[slot[0]]
+        table = {"compute_device": self.settings.placement.compute_device, "machines": machines, "actors": actors}
+        (self.settings.run_dir / PLACEMENT_TABLE).write_text(json.dumps(table, indent=2))
 
     # ------------------------------------------------------------------ weights
     def connect_weight_broadcast(self, trainer: ActorProxy) -> None:
         """Join the trainer (rank 0) and every engine in one broadcast group."""
         timeout = self.settings.sync.timeout
-        backend = "nccl" if self.on_gpus else "gloo"
+        backend = "nccl" if self.computes_on_gpus else "gloo"
         address, port = trainer.node_address(), trainer.free_port()
         # An engine whose workers receive the weights themselves (vllm) takes one rank per worker.
         ranks = [
@@ -292,7 +370,8 @@ class RayPlacement:
         try:
             from ray.util.placement_group import remove_placement_group
 
-            remove_placement_group(self.placement_group)
+            for group in self.groups:
+                remove_placement_group(group)
         except Exception as error:
             logger.debug("could not remove the placement group: %s", error)
         # A joined cluster keeps running; this only disconnects from it.

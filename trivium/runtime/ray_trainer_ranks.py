@@ -16,11 +16,11 @@ still runs, and kills them all when one is lost.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from trivium.runtime.ray_actors import ActorProcess, prepare_actor_process
 from trivium.runtime.settings import RunSettings
 from trivium.trainer.rank_group import RankLauncher, Rendezvous, follower_main
 
@@ -31,16 +31,11 @@ def rank_actor_name(rank: int) -> str:
     return f"trainer_rank_{rank}"
 
 
-class TrainerRankHost:
+class TrainerRankHost(ActorProcess):
     """One follower rank of the trainer, in its own Ray worker process."""
 
     def __init__(self, settings: RunSettings, torch_threads: int | None):
-        from trivium.runtime.ray_actors import prepare_actor_process
-
         prepare_actor_process(settings, torch_threads)
-
-    def pid(self) -> int:
-        return os.getpid()
 
     def follow(self, rank: int, device_index: int, rendezvous: Rendezvous, follower: Callable[..., None],
                follower_args: tuple) -> None:
@@ -57,11 +52,11 @@ class RankActor:
 
 @dataclass
 class RayRanks(RankLauncher):
-    """Starts follower ranks in ``bundles[rank - 1]`` of ``placement_group``."""
+    """Starts follower rank r in ``slots[r - 1]``: a (placement group, bundle index) pair, so the
+    ranks of a trainer that spans machines sit in the groups of their machines."""
 
     settings: RunSettings
-    placement_group: Any
-    bundles: list[int]
+    slots: list[tuple[Any, int]]
     cpu_slice: float
     on_gpus: bool
     torch_threads: int | None
@@ -78,6 +73,7 @@ class RayRanks(RankLauncher):
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+        group, bundle = self.slots[rank - 1]
         handle = (
             ray.remote(TrainerRankHost)
             .options(
@@ -87,7 +83,7 @@ class RayRanks(RankLauncher):
                 num_gpus=1 if self.on_gpus else 0,
                 max_concurrency=2,  # ``pid`` answers while ``follow`` runs
                 scheduling_strategy=PlacementGroupSchedulingStrategy(
-                    placement_group=self.placement_group, placement_group_bundle_index=self.bundles[rank - 1]
+                    placement_group=group, placement_group_bundle_index=bundle
                 ),
             )
             .remote(self.settings, self.torch_threads)

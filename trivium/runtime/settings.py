@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trivium.algorithm.presets import PRESETS
+from trivium.config.gpu_layout import GpuLayout, config_layout
 from trivium.config.modes import ModeTraits, traits_of
 from trivium.config.schema import StorageConfig
 from trivium.explorer.settings import ExplorerSettings
@@ -48,9 +49,11 @@ class PlacementSettings:
     uses_ray: bool
     ray_address: str | None
     namespace: str
-    device_type: str  # cpu | cuda
+    device_type: str  # cpu | cuda: what the placement reserves
+    compute_device: str  # cpu | cuda: what the components compute on (cpu on GPUs: a rehearsal)
     trainer_devices: int
     explorer_devices: int
+    layout: GpuLayout | None  # which GPU of which machine each component gets (config/gpu_layout.py)
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ class RunSettings:
 def build_run_settings(config: Any) -> RunSettings:
     """Typed settings of every component, from a resolved config."""
     traits = traits_of(config.mode)
-    concurrent_cpu = traits.concurrent and config.cluster.device_type != "cuda" and not config.cluster.uses_ray
+    concurrent_cpu = traits.concurrent and config.cluster.compute_device != "cuda" and not config.cluster.uses_ray
     trainer_threads, engine_threads = split_cores() if concurrent_cpu else (None, None)
     algorithm = config.algorithm
     storage = config.buffer.trainer_input.experience_buffer
@@ -131,8 +134,10 @@ def build_run_settings(config: Any) -> RunSettings:
             ray_address=config.cluster.ray_address,
             namespace=config.ray_namespace,
             device_type=config.cluster.device_type or "cpu",
+            compute_device=config.cluster.compute_device or "cpu",
             trainer_devices=int(config.cluster.trainer_devices or 0),
             explorer_devices=int(config.cluster.explorer_devices or 0),
+            layout=config_layout(config),
         ),
         monitor=MonitorSettings(
             project=config.project,

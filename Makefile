@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 VLLM_VENV ?= .venv-vllm
 
-.PHONY: demo test test-fast test-vllm bench chaos vllm-env setup browser clean
+.PHONY: demo test test-fast test-vllm bench chaos vllm-env setup browser clean gpu-check
 
 setup: $(STAMP)
 
@@ -86,3 +86,17 @@ test-vllm: $(VLLM_TRIVIUM_STAMP)
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info
+
+# The GPU paths on one NVIDIA GPU (docs/gpu.md): an environment of its own, where vLLM brings
+# its CUDA build of torch from the package registry; then tools/gpu_check.py prints one table.
+GPU_VENV ?= .venv-gpu
+
+gpu-check: $(GPU_VENV)/.installed
+	$(GPU_VENV)/bin/python tools/gpu_check.py
+
+$(GPU_VENV)/.installed: pyproject.toml
+	test -x $(GPU_VENV)/bin/python || $(PYTHON) -m venv $(GPU_VENV)
+	$(GPU_VENV)/bin/python -m pip install --upgrade pip
+	$(GPU_VENV)/bin/python -m pip install vllm
+	$(GPU_VENV)/bin/python -m pip install -e ".[ray,lora]"
+	touch $@

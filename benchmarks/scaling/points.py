@@ -27,7 +27,7 @@ TEMPERATURE = 1.0
 NUM_PROMPTS = 1024  # the prompt pool; a run draws prompts_per_step of them per step
 
 # The model axis's names and the `trivium init model --preset` each is built with.
-MODEL_PRESETS = {"tiny": "tiny", "small": "small", "25m": "medium"}
+MODEL_PRESETS = {"tiny": "tiny", "small": "small", "25m": "medium", "qwen2.5-0.5b": "qwen2.5-0.5b"}
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,9 @@ def point_arguments():
     parser.add_argument("--prompts-per-step", type=int, required=True)
     parser.add_argument("--warmup-steps", type=int, default=1)
     parser.add_argument("--timed-steps", type=int, default=2)
+    parser.add_argument("--prompt-words", type=int, default=0, help="pad each question to about this many words")
+    parser.add_argument("--logit-chunk-tokens", type=int, default=None,
+                        help="trivium: trainer.logit_chunk_tokens (default: chosen from the vocabulary; 0: whole head)")
     parser.add_argument("--out", type=Path, required=True)
     return parser
 
@@ -100,21 +103,29 @@ def model_dir(name: str) -> Path:
         return out
     sys.path.insert(0, str(REPO))
     from trivium.models import tiny
+    from trivium.models.real_shapes import REAL_SHAPES, build_real_shape_model
 
     partial = out.with_name(name + ".partial")
     if partial.exists():
         import shutil
 
         shutil.rmtree(partial)
-    tiny.build_tiny_model(partial, preset=MODEL_PRESETS[name], seed=0)
+    if MODEL_PRESETS[name] in REAL_SHAPES:  # the public architecture at full depth, random weights
+        build_real_shape_model(partial, MODEL_PRESETS[name], seed=0)
+    else:
+        tiny.build_tiny_model(partial, preset=MODEL_PRESETS[name], seed=0)
     partial.rename(out)
     return out
 
 
-def questions(count: int = NUM_PROMPTS, seed: int = 0) -> list[str]:
-    """Short arithmetic questions: prompts of a near-constant length (about 20 tokens with the chat template)."""
+def questions(count: int = NUM_PROMPTS, seed: int = 0, words: int = 0) -> list[str]:
+    """Short arithmetic questions: prompts of a near-constant length (about 20 tokens with the
+    chat template); ``words`` prefixes each with numbers to about that many words."""
     rng = random.Random(seed)
-    return [f"What is {rng.randint(10, 99)} + {rng.randint(10, 99)}?" for _ in range(count)]
+    asked = [f"What is {rng.randint(10, 99)} + {rng.randint(10, 99)}?" for _ in range(count)]
+    if words <= 4:
+        return asked
+    return [" ".join(str(rng.randint(10, 99)) for _ in range(words - 4)) + ". " + q for q in asked]
 
 
 def prompt_messages(question: str) -> list[dict]:

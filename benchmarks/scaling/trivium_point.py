@@ -47,7 +47,7 @@ class StageClock:
         self.seconds.clear()
 
 
-def build_system(model_path: str, run_dir: Path):
+def build_system(model_path: str, run_dir: Path, logit_chunk_tokens: int | None = None):
     """The engine and the trainer, each with its own copy of the weights, as ``colocate`` holds them."""
     from trivium.models.engine.hf import HFEngine
     from trivium.trainer.settings import LossSettings, TrainerSettings
@@ -56,7 +56,7 @@ def build_system(model_path: str, run_dir: Path):
     engine = HFEngine.from_pretrained(model_path, dtype="float32", seed=0)
     settings = TrainerSettings(
         model_path=model_path, lr=points.LEARNING_RATE, weight_decay=points.WEIGHT_DECAY,
-        grad_clip=points.GRAD_CLIP,
+        grad_clip=points.GRAD_CLIP, logit_chunk_tokens=logit_chunk_tokens,
         loss=LossSettings(policy_loss_fn="ppo", policy_loss_fn_args={"clip_range": points.CLIP_EPSILON},
                           advantage_fn="grpo", loss_agg_mode="token-mean"),
     )
@@ -146,9 +146,9 @@ def main() -> None:
     result = points.Measurement(system="trivium", point=point.__dict__)
     import tempfile
 
-    pool = points.questions()
+    pool = points.questions(words=args.prompt_words)
     with tempfile.TemporaryDirectory() as run_dir:
-        engine, trainer = build_system(str(points.model_dir(point.model)), Path(run_dir))
+        engine, trainer = build_system(str(points.model_dir(point.model)), Path(run_dir), args.logit_chunk_tokens)
         result.params = points.count_parameters(trainer.actor)
         clock = StageClock()
         instrument(clock, engine, trainer)

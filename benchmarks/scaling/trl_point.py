@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import points
 
 
-def make_trainer(point: points.Point, steps: int, output_dir: str, result: points.Measurement):
+def make_trainer(point: points.Point, steps: int, output_dir: str, result: points.Measurement, prompt_words: int = 0):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -55,7 +55,7 @@ def make_trainer(point: points.Point, steps: int, output_dir: str, result: point
     def digits(completions: list, **_: object) -> list[float]:
         return [points.reward(completion[0]["content"]) for completion in completions]
 
-    dataset = Dataset.from_list([{"prompt": points.prompt_messages(q)} for q in points.questions()])
+    dataset = Dataset.from_list([{"prompt": points.prompt_messages(q)} for q in points.questions(words=prompt_words)])
     config = GRPOConfig(
         output_dir=output_dir, use_cpu=True, bf16=False, gradient_checkpointing=False, seed=0,
         max_steps=steps, num_generations=point.group_size, per_device_train_batch_size=point.rows,
@@ -81,7 +81,7 @@ def main() -> None:
     result = points.Measurement(system="trl", point=point.__dict__)
     steps = args.warmup_steps + args.timed_steps
     with tempfile.TemporaryDirectory() as output_dir:
-        trainer, rollout_seconds, step_ends = make_trainer(point, steps, output_dir, result)
+        trainer, rollout_seconds, step_ends = make_trainer(point, steps, output_dir, result, args.prompt_words)
         trainer.train()
     step_seconds = [b - a for a, b in itertools.pairwise(step_ends)]
     for step, (seconds, rollout) in enumerate(zip(step_seconds, rollout_seconds)):

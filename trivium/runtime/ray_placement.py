@@ -1,11 +1,14 @@
 """Placing a run's components on Ray: start or join Ray, reserve resources, create the actors.
 
-One placement group holds a bundle per actor: each rollout engine (its GPUs, or a slice of a
-CPU), each rank of the trainer (a GPU, or a slice of a CPU; ranks 1..N-1 are started by the
-trainer actor, see ``ray_trainer_ranks.py``), the explorer and the shared experience queues.
-On CPU-only machines every actor reserves a fraction of a CPU, so a 2-core machine never
-waits for resources that do not exist; each process then sets its own torch thread count so
-the cores are split, not oversubscribed.
+Every actor has a bundle: each rollout engine, each rank of the trainer (ranks 1..N-1 are
+started by the trainer actor, see ``ray_trainer_ranks.py``), the explorer and, beside it, the
+shared experience queues. On a cluster with GPUs the bundles follow the run's GPU layout
+(``config/gpu_layout.py``): one STRICT_PACK placement group per machine of the layout, an
+engine's bundle holding its GPUs and a rank's its GPU, checked against the live nodes first
+(``ray_fit.py``); ``ray_placement.json`` records where each actor landed. On CPU-only
+machines one group packs a fraction of a CPU per actor, so a 2-core machine never waits for
+resources that do not exist; each process then sets its own torch thread count so the cores
+are split, not oversubscribed.
 
 Without ``cluster.ray_address`` (or ``RAY_ADDRESS``) a local Ray is started and shut down at
 the end; with one, the run joins that cluster and leaves it running. Actors are named in the

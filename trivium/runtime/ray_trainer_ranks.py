@@ -1,7 +1,7 @@
-"""Ranks 1..N-1 of a data-parallel trainer as Ray actors in the run's placement group.
+"""Ranks 1..N-1 of a data-parallel trainer as Ray actors in the run's placement groups.
 
-When Ray places a run whose trainer has N > 1 ranks, the placement group holds a bundle per
-rank: the trainer actor is rank 0 and starts the others through ``RayRanks``, a
+When Ray places a run whose trainer has N > 1 ranks, the run's placement groups hold a bundle
+per rank (in the group of the rank's machine when the trainer spans machines): the trainer actor is rank 0 and starts the others through ``RayRanks``, a
 ``RankLauncher`` (``trainer/rank_group.py``). Each rank is a ``TrainerRankHost`` actor in its
 own bundle (its own GPU on a GPU cluster, a slice of a CPU otherwise), named
 ``trainer_rank_<r>`` in the run's namespace; it loads the run's plugins, then runs the same

@@ -12,6 +12,8 @@ math apart from the plumbing:
 * ``sampling``: token generation with per-token logprobs and stop conditions;
 * ``checkpoints``: the ``tinker://`` paths and the directories they name;
 * ``jobs``: the futures the SDK polls, run one at a time by a worker thread;
+* ``request_checks``: what a training request must hold, refused before any work is queued;
+* ``forward_backward``: one forward/backward call over its datums and the per-datum outputs;
 * ``state``: sessions, training models and samplers, and each operation the routes call;
 * ``app``: the FastAPI routes, the API key and the request size bound; ``server``: running it.
 """

@@ -16,13 +16,14 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from trivium.models.server_guard import BadRequest
 from trivium.tinker_server import checkpoints, losses, sampling, wire
+from trivium.tinker_server.forward_backward import run_forward_backward
 from trivium.tinker_server.jobs import JobQueue, Result
 from trivium.tinker_server.policy_model import LoraSpec, PolicyModel, read_checkpoint_meta
+from trivium.tinker_server.request_checks import check_adam, check_datum
 
 PROTOBUF = "application/x-protobuf"
 SUPPORTED_LOSSES = tuple(losses.LOSS_INPUTS)
@@ -108,7 +109,7 @@ class TinkerState:
         session_id, seq = body.get("session_id", ""), int(body.get("model_seq_id", 0))
         self.session(session_id)
         base_model, base_path = self.base_path(body.get("base_model"))
-        _check_adam(body.get("optimizer_config"))
+        check_adam(body.get("optimizer_config"))
         lora_config = body.get("lora_config")
         if lora_config is not None and not (
             isinstance(lora_config.get("rank"), int) and lora_config["rank"] >= 1
@@ -166,10 +167,10 @@ class TinkerState:
         required, optional = losses.LOSS_INPUTS[call.loss_fn]
         vocab = model.model.config.vocab_size
         for index, datum in enumerate(call.datums):
-            _check_datum(index, datum, call.loss_fn, required, optional, vocab, model.context_length)
+            check_datum(index, datum, call.loss_fn, required, optional, vocab, model.context_length)
 
         def work() -> Result:
-            return Result(_forward_backward(model, call), PROTOBUF)
+            return Result(run_forward_backward(model, call), PROTOBUF)
 
         return self.jobs.submit(work)
 
@@ -239,7 +240,7 @@ class TinkerState:
             return self.jobs.submit(work)
         session_id, seq = body.get("session_id", ""), int(body.get("model_seq_id", 0))
         self.session(session_id)
-        _check_adam(body.get("optimizer_config"))
+        check_adam(body.get("optimizer_config"))
         base_model, lora = read_checkpoint_meta(directory)
         base_model, base_path = self.base_path(body.get("base_model") or base_model)
         model_id = f"{session_id}:train:{seq}"
@@ -393,76 +394,3 @@ def _not_expired(sampler: Sampler) -> Sampler:
             "replaced; sample from a newer one, or save weights under a name with save_weights_for_sampler"
         )
     return sampler
-
-
-def _check_adam(optimizer_config: dict | None) -> None:
-    kind = (optimizer_config or {}).get("type", "adamw")
-    if kind != "adamw":
-        raise BadRequest(f"optimizer {kind!r} is not served here; served: adamw")
-
-
-def _check_datum(
-    index: int,
-    datum: wire.Datum,
-    loss_fn: str,
-    required: tuple[str, ...],
-    optional: tuple[str, ...],
-    vocab: int,
-    context: int,
-) -> None:
-    missing = [name for name in required if name not in datum.inputs]
-    unknown = sorted(set(datum.inputs) - set(required) - set(optional))
-    if missing or unknown:
-        raise BadRequest(
-            f"data[{index}].loss_fn_inputs: {loss_fn} takes {', '.join(required + optional)} "
-            f"(missing {missing}, not taken {unknown})"
-        )
-    if not datum.tokens or len(datum.tokens) > context:
-        raise BadRequest(
-            f"data[{index}].model_input has {len(datum.tokens)} tokens; this model takes 1 to {context}"
-        )
-    for name, array in datum.inputs.items():
-        if array.shape != (len(datum.tokens),):
-            raise BadRequest(
-                f"data[{index}].loss_fn_inputs[{name!r}] has shape {list(array.shape)}; "
-                f"it must be [{len(datum.tokens)}], one value per input token"
-            )
-    tokens = np.asarray(datum.tokens + datum.inputs["target_tokens"].tolist())
-    if tokens.min() < 0 or tokens.max() >= vocab:
-        raise BadRequest(f"data[{index}] has token ids outside this model's vocabulary of {vocab}")
-
-
-def _forward_backward(model: PolicyModel, call: wire.ForwardBackwardCall) -> bytes:
-    """The loss over every datum, its gradients accumulated unless forward_only; per-datum logprobs."""
-
-    def padded(name: str) -> torch.Tensor:
-        width = max(len(datum.tokens) for datum in call.datums)
-        out = torch.zeros(len(call.datums), width)
-        for row, datum in enumerate(call.datums):
-            out[row, : len(datum.tokens)] = torch.from_numpy(datum.inputs[name].astype(np.float32))
-        return out
-
-    targets = [datum.inputs["target_tokens"].astype(np.int64).tolist() for datum in call.datums]
-    with torch.set_grad_enabled(not call.forward_only):
-        logprobs, mask = model.target_logprobs([datum.tokens for datum in call.datums], targets)
-        if call.loss_fn == "cross_entropy":
-            with_weights = ["weights" in datum.inputs for datum in call.datums]
-            if any(with_weights) and not all(with_weights):
-                raise BadRequest("give weights in every datum or in none")
-            weights = padded("weights") if all(with_weights) else None
-            loss, elementwise = losses.cross_entropy(logprobs=logprobs, mask=mask, weights=weights)
-        else:
-            loss, elementwise = losses.importance_sampling(
-                logprobs=logprobs,
-                mask=mask,
-                sampling_logprobs=padded("logprobs"),
-                advantages=padded("advantages"),
-            )
-        if not call.forward_only:
-            loss.backward()
-    lengths = [len(datum.tokens) for datum in call.datums]
-    per_datum = {
-        "logprobs": [logprobs[row, :length].detach().numpy() for row, length in enumerate(lengths)],
-        "elementwise_loss": [elementwise[row, :length].numpy() for row, length in enumerate(lengths)],
-    }
-    return wire.forward_backward_output(per_datum, {"loss:sum": float(loss.detach())})

@@ -22,7 +22,7 @@ Metrics = dict[str, float]
 
 # The data_juicer operator (a Data-Juicer recipe file) lives in data_juicer_ops.py.
 EXPERIENCE_OPERATORS: Registry[type] = Registry(
-    "experience operator", builtin_modules=("trivium.buffer.data_juicer_ops",)
+    "experience operator", builtin_modules=("trivium.buffer.data_juicer_recipes",)
 )
 TASK_OPERATORS: Registry[type] = Registry("task operator")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,21 +20,43 @@ import pytest
 from .conftest import read_metrics
 from .ray_helpers import ray_config, run_to_end, short_answer_plugin, trivium, write
 
-ray_cluster_utils = pytest.importorskip("ray.cluster_utils", reason="Ray is part of the dev extra; these tests need it")
+pytest.importorskip("ray.cluster_utils", reason="Ray is part of the dev extra; these tests need it")
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 MACHINES = 3  # one GPU each: the engine on machine 0, the trainer's two ranks on machines 1 and 2
 
 
+# The cluster lives in a process of its own, as the runs do: none of Ray's in-process state
+# (its GCS clients, the node objects) outlives the fixture inside the test session.
+CLUSTER_PROCESS = f"""
+import json, sys
+from ray.cluster_utils import Cluster
+
+cluster = Cluster(initialize_head=True, head_node_args={{"num_cpus": 1}})
+workers = [cluster.add_node(num_cpus=1, num_gpus=1) for _ in range({MACHINES})]
+cluster.wait_for_nodes()
+print(json.dumps({{"address": cluster.address, "gpu_nodes": [node.node_id for node in workers]}}), flush=True)
+sys.stdin.read()  # until the test session closes stdin
+cluster.shutdown()
+"""
+
+
 @pytest.fixture(scope="module")
 def three_gpu_machines():
     """A head node without GPUs and three worker nodes that advertise one GPU each."""
-    cluster = ray_cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    workers = [cluster.add_node(num_cpus=1, num_gpus=1) for _ in range(MACHINES)]
-    cluster.wait_for_nodes()
-    yield cluster.address, {node.node_id for node in workers}
-    cluster.shutdown()
+    process = subprocess.Popen(
+        [sys.executable, "-c", CLUSTER_PROCESS], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        started = json.loads(process.stdout.readline())
+        yield started["address"], set(started["gpu_nodes"])
+    finally:
+        process.stdin.close()
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def multi_node_config(assets: dict, run_root: Path, address: str, **overrides) -> dict:

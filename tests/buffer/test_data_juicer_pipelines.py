@@ -225,3 +225,17 @@ def test_auto_start_is_explained_and_runnable_operators_pass_the_check():
         "nothing to start: Data-Juicer operators run in the explorer's process"
     )
     assert not any(key.startswith("data_processor") for key in notes)
+
+
+def test_running_operators_leaves_the_process_environment_in_place():
+    # datasets' map rebinds os.environ to a plain dict; changes made after it would then no
+    # longer reach the processes a run starts (trainer ranks, Ray, torchrun's rendezvous).
+    import os
+
+    from trivium.buffer.data_juicer_ops import build_operator, run_operators
+
+    environment = os.environ
+    operator = build_operator("text_length_filter", {"min_len": 2, "text_key": "text"}, on_experiences=False)
+    kept = run_operators([operator], [{"text": "ok", "__trivium_position__": 0}])
+    assert [sample["text"] for sample in kept] == ["ok"]
+    assert os.environ is environment and isinstance(os.environ, os._Environ)

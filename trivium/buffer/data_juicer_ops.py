@@ -266,12 +266,18 @@ def run_operators(operators: list[Any], samples: list[dict[str, Any]]) -> list[d
     from data_juicer.core.data import NestedDataset
     from datasets import Dataset
 
-    dataset = NestedDataset(Dataset.from_list(samples))
-    for operator in operators:
-        dataset = operator.run(dataset)
-        if len(dataset) == 0:
-            return []
-    return sorted(dataset.to_list(), key=lambda sample: sample[_POSITION])
+    # datasets' map with worker processes rebinds os.environ to a plain dict copy; after that,
+    # environment changes would no longer reach the processes this one starts. Keep the real one.
+    environment = os.environ
+    try:
+        dataset = NestedDataset(Dataset.from_list(samples))
+        for operator in operators:
+            dataset = operator.run(dataset)
+            if len(dataset) == 0:
+                return []
+        return sorted(dataset.to_list(), key=lambda sample: sample[_POSITION])
+    finally:
+        os.environ = environment
 
 
 def _as_text(value: Any) -> str:

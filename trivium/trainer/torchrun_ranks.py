@@ -50,8 +50,10 @@ class LaunchedWorld:
     master_addr: str
 
     @classmethod
-    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> LaunchedWorld | None:
-        """None for a process started alone (``WORLD_SIZE`` unset or 1)."""
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> LaunchedWorld | None:
+        """None for a process started alone (``WORLD_SIZE`` unset or 1). ``environ``: this
+        process's environment when not given, looked up at the call, not at import."""
+        environ = os.environ if environ is None else environ
         world_size = environ.get("WORLD_SIZE", "1")
         if not world_size.isdigit() or int(world_size) <= 1:
             return None

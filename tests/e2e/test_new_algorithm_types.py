@@ -52,7 +52,8 @@ def test_dapo_learns_the_toy_objective_and_drops_flat_groups(assets, tmp_path):
     resolved = yaml.safe_load((tmp_path / "runs" / "e2e" / "run" / "config.resolved.yaml").read_text())
     assert resolved["algorithm"]["policy_loss_fn_args"]["clip_range_high"] == 0.28
     trainer, rollouts = trainer_and_rollouts(tmp_path / "runs" / "e2e" / "run")
-    assert len(rollouts) == 10 and len(trainer) >= 6
+    # Dropped flat groups leave some explorer steps short of a batch: fewer trainer steps.
+    assert len(rollouts) == 10 and len(trainer) >= 4
     rewards = [r["rollout/reward_mean"] for r in rollouts]
     first, last = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
     assert last > first + 0.08, f"dapo: reward {first:.3f} -> {last:.3f}"

@@ -23,3 +23,11 @@ def pytest_collection_modifyitems(config, items):
 def tiny_model_dir(tmp_path_factory) -> str:
     """The tiny preset built once per test session (read-only: copy it before changing it)."""
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny_model") / "model", preset="tiny", seed=0))
+
+
+@pytest.fixture(scope="session")
+def tiny_tools_model_dir(tmp_path_factory) -> str:
+    """The tiny-tools preset (the tiny shape, a chat template with tools) built once per session."""
+    from trivium.models.tiny_tools import build_tiny_tools_model
+
+    return str(build_tiny_tools_model(tmp_path_factory.mktemp("tiny_tools_model") / "model", seed=0))

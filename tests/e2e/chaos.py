@@ -6,6 +6,8 @@ lets the last start finish. ``lineage_problems`` then checks the run's audit tra
 (``log/trained_samples.jsonl``): every trainer step trained once, full batches, no sample
 twice, every explorer step's samples trained, no sample from a policy newer than the step.
 
+``huge_numbers`` finds what a run's printed summary should never show after a bad reward.
+
 ``Report`` collects one row per scenario and writes the markdown table that
 ``benchmarks/results/chaos.md`` holds (``make chaos``).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -83,7 +86,7 @@ def kill_and_resume(command: list[str], run_dir: Path, *, kills: int, rng: rando
             result.kills.append(Kill(moment, len(trained_lineage(run_dir)), ckpt.latest_checkpoint(run_dir)))
         result.resumed_from = ckpt.latest_checkpoint(run_dir)
         lines_before = len(_trail_lines(run_dir))
-        final = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        final = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout)
     result.final_returncode = final.returncode
     result.final_output = (final.stdout + final.stderr)[-3000:]
     result.final_steps = [json.loads(line)["step"] for line in _trail_lines(run_dir)[lines_before:]]
@@ -132,6 +135,21 @@ def lineage_problems(run_dir: Path, *, total_steps: int, samples_per_step: int) 
     return problems
 
 
+# A number as printed (1.5, -3e+07, 1,234.5), or the words a non-finite float prints as.
+_NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?|\b(?:-?inf|nan|infinity)\b", re.IGNORECASE)
+
+
+def huge_numbers(text: str, *, limit: float = 1e6) -> list[str]:
+    """Numbers in ``text`` beyond ±``limit``, and any inf or nan; words holding a path are skipped."""
+    words = " ".join(word for word in text.split() if "/" not in word)
+    found = []
+    for match in _NUMBER.finditer(words):
+        number = match.group().replace(",", "")
+        if number.lower() in ("nan", "inf", "-inf", "infinity", "-infinity") or abs(float(number)) > limit:
+            found.append(match.group())
+    return found
+
+
 @dataclass
 class Row:
     scenario: str
@@ -152,6 +170,6 @@ class Report:
         for row in self.rows:
             lines.append(f"| {row.scenario} | {row.injected} | {'pass' if row.passed else '**FAIL**'} | {row.detail} |")
         kills = sum(int(row.injected.split()[0]) for row in self.rows if row.injected.endswith("SIGKILLs"))
-        lines += ["", f"{len(self.rows)} scenarios, {kills} SIGKILLs, "
-                  f"{sum(not row.passed for row in self.rows)} failed."]
+        lines += ["", (f"{len(self.rows)} scenarios, {kills} SIGKILLs, "
+                       f"{sum(not row.passed for row in self.rows)} failed.")]
         return "\n".join(lines) + "\n"

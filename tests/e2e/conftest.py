@@ -1,10 +1,12 @@
-"""Shared set-up for end-to-end runs: a tiny model, arithmetic data, a config writer, and the
+"""Shared set-up for end-to-end runs: a tiny model, arithmetic data, a config writer, the
+examples pointed at a test's model and data, one torch thread for learning tests, and the
 quickstart's SFT warm-up, run once per session for the tests that continue from it."""
 
 import shutil
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from trivium.cli.main import main
@@ -68,6 +70,31 @@ def write_config(tmp_path: Path, config: dict) -> str:
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return str(path)
+
+
+def example_config(example: str, tmp_path: Path, *, model: str, data: str) -> dict:
+    """``examples/<example>`` on this test's model and data: runs under ``tmp_path/runs``, every
+    taskset and the warm-up stage's (the first stage's) SFT data read from ``data``, no Hugging
+    Face exports. The test shortens it, then writes it with ``write_config``."""
+    config = yaml.safe_load((EXAMPLES / example).read_text())
+    config["checkpoint_root_dir"] = str(tmp_path / "runs")
+    config["model"]["model_path"] = model
+    config["trainer"]["save_hf_checkpoint"] = "never"
+    explorer_input = config["buffer"]["explorer_input"]
+    for taskset in [explorer_input["taskset"], *explorer_input["eval_tasksets"]]:
+        taskset["path"] = data
+    config["stages"][0]["buffer"]["trainer_input"]["experience_buffer"]["path"] = data
+    return config
+
+
+@pytest.fixture
+def one_torch_thread():
+    """On a CPU shared with other work, two OpenMP threads spin against each other (steps of a
+    tiny model take seconds instead of tenths); one thread keeps a learning test short."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def closes_gap(first: float, last: float, *, share: float = 0.25, ceiling: float = 0.95) -> bool:

@@ -7,6 +7,7 @@ to ``CHAOS_REPORT`` (``benchmarks/results/chaos.md``).
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import re
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ from trivium.runtime import stopping
 from trivium.runtime.trained_samples import trained_lineage
 from trivium.trainer import checkpoint as ckpt
 
-from .chaos import Report, kill_and_resume, lineage_problems, run_command
+from .chaos import Report, huge_numbers, kill_and_resume, lineage_problems, run_command
 from .conftest import base_config, read_metrics, write_config
 
 KILLS = int(os.environ.get("CHAOS_KILLS", "1"))
@@ -38,7 +40,8 @@ def write_report():
     if path and REPORT.rows:
         header = (
             "# Chaos suite\n\nReal `trivium run` processes on this machine's CPU (tiny model, arithmetic "
-            f"task, {STEPS} steps of {BATCH} tasks x {REPEAT} samples), faulted as the scenario says. "
+            f"task, {STEPS} steps of {BATCH} tasks x {REPEAT} samples; the serve scenario {SERVE_STEPS} steps of "
+            f"{HONEST_CLIENTS * EPISODES_PER_CLIENT} clients' sessions), faulted as the scenario says. "
             "Written by `make chaos`."
         )
         Path(path).write_text(REPORT.markdown(header=header))
@@ -115,7 +118,7 @@ def test_a_stop_signal_checkpoints_and_exits_130_then_a_resume_finishes(assets, 
     if seconds > 60:
         problems.append(f"took {seconds:.0f} s to stop")
     config["buffer"]["total_steps"] = stopped_at + 2
-    resumed = subprocess.run(run_command(write_config(tmp_path, config)), capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(run_command(write_config(tmp_path, config)), check=False, capture_output=True, text=True, timeout=300)
     if resumed.returncode != 0 or list(trained_lineage(run_dir)) != list(range(1, stopped_at + 3)):
         problems.append(f"the resume did not train steps {stopped_at + 1}-{stopped_at + 2}: {resumed.stderr[-400:]}")
     name = signal.Signals(signal_number).name
@@ -185,7 +188,7 @@ def test_workflow_faults_are_contained_retried_and_counted(assets, tmp_path):
     config["buffer"]["explorer_input"]["default_workflow_type"] = "faulty_math"
     config["explorer"].update(max_timeout=5, max_retry_times=1, runner_per_model=4)
     completed = subprocess.run(run_command(write_config(tmp_path, config), "--plugin-dir", str(plugins)),
-                               capture_output=True, text=True, timeout=400)
+                               check=False, capture_output=True, text=True, timeout=400)
     run_dir = tmp_path / "runs" / "e2e" / "run"
     problems = []
     if completed.returncode != 0:
@@ -223,11 +226,11 @@ def test_a_corrupt_latest_checkpoint_is_refused_and_the_previous_one_used(assets
     config["buffer"]["total_steps"] = 4
     config_path = write_config(tmp_path, config)
     run_dir = tmp_path / "runs" / "e2e" / "run"
-    assert subprocess.run(run_command(config_path), capture_output=True, timeout=300).returncode == 0
+    assert subprocess.run(run_command(config_path), check=False, capture_output=True, timeout=300).returncode == 0
     weights = next((run_dir / "global_step_4" / "actor").glob("*.safetensors"))
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # a save cut short
     config["buffer"]["total_steps"] = 6
-    resumed = subprocess.run(run_command(write_config(tmp_path, config)), capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(run_command(write_config(tmp_path, config)), check=False, capture_output=True, text=True, timeout=300)
     log = (run_dir / "log" / "trainer.log").read_text()
     problems = []
     if resumed.returncode != 0:
@@ -328,7 +331,7 @@ def _flaky_engine_run(assets, tmp_path, *, stall_sync_at: int, steps: int):
     env = dict(os.environ, CHAOS_STALL_SYNC_AT=str(stall_sync_at))
     started = time.monotonic()
     completed = subprocess.run(run_command(write_config(tmp_path, config), "--plugin-dir", str(plugins)),
-                               capture_output=True, text=True, timeout=400, env=env)
+                               check=False, capture_output=True, text=True, timeout=400, env=env)
     return completed, time.monotonic() - started, tmp_path / "runs" / "e2e" / "run"
 
 
@@ -458,3 +461,180 @@ def test_a_trainer_rank_stopped_mid_run_ends_the_run_naming_it(two_rank_run):
     conclude("trainer rank hangs (`both`, 2 FSDP2 ranks)",
              f"SIGSTOP to rank 1's process after a step (sync_timeout {RANK_TIMEOUT} s)", problems,
              f"{seen}; the stopped rank was killed, no process of the run left")
+
+
+
+SERVE_STEPS, HONEST_CLIENTS, EPISODES_PER_CLIENT = 3, 4, 2  # a commit of 8 honest sessions per trainer step
+REWARD_RULE = "must be a finite number within ±1e+06 (the rule every reward passes)"
+DIGIT_LIMIT = "Exceeds the limit (4300 digits) for integer string conversion"
+# What the attacker posts as `reward`, as raw JSON (Python's JSON reader takes NaN and Infinity),
+# and what the refusal must say. An integer of more digits than Python reads is refused while
+# the body is read, before the reward rule is asked.
+REWARD_ATTACKS = {
+    "1e308": ("1e308", REWARD_RULE),
+    "-1e7": ("-1e7", REWARD_RULE),
+    "1e999 (read as inf)": ("1e999", REWARD_RULE),
+    "NaN": ("NaN", REWARD_RULE),
+    "-Infinity": ("-Infinity", REWARD_RULE),
+    '"NaN" as a string': ('"NaN"', REWARD_RULE),
+    "a 400-digit integer": ("1" + "0" * 400, REWARD_RULE),
+    "a 5000-digit integer": ("9" * 5000, DIGIT_LIMIT),
+    "a list": ("[1.0]", REWARD_RULE),
+    "true": ("true", REWARD_RULE),
+}
+
+
+def _serve_attack_config(assets, run_root: Path, port: int) -> dict:
+    config = base_config(assets, run_root, mode="serve")
+    del config["buffer"]["explorer_input"], config["buffer"]["total_steps"]
+    batch = HONEST_CLIENTS * EPISODES_PER_CLIENT
+    config["buffer"].update(batch_size=HONEST_CLIENTS, train_batch_size=batch)
+    config["buffer"]["trainer_input"]["experience_buffer"].update(name="served")
+    config["algorithm"].update(repeat_times=EPISODES_PER_CLIENT)
+    config["cluster"]["placement"] = "process"
+    config["explorer"] = {"proxy_port": port, "listen_address": "127.0.0.1"}
+    config["trainer"]["total_steps"] = SERVE_STEPS
+    return config
+
+
+@pytest.fixture
+def serve_run(assets, tmp_path):
+    """A `trivium run` process in serve mode; whatever the test does, it ends with all its processes."""
+    from trivium.models.server import free_port
+
+    port = free_port()
+    config_path = write_config(tmp_path, _serve_attack_config(assets, tmp_path / "runs", port))
+    process = subprocess.Popen(run_command(config_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True, env=dict(os.environ, COLUMNS="200"))
+    yield process, f"http://127.0.0.1:{port}", tmp_path / "runs" / "e2e" / "run"
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def _wait_until_serving(root: str, process: subprocess.Popen, timeout: float = 120) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the run ended early: {process.communicate()[1][-600:]}"
+        try:
+            if httpx.get(f"{root}/health").status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise AssertionError("the serve-mode API did not come up")
+
+
+def _serve_round(root: str, round_index: int, attacks: list[str]) -> tuple[list[str], list[str], dict]:
+    """Honest clients play their episodes while the attacker, in sessions of its own, posts ``attacks``;
+    then one commit. Returns the problems seen, the attacker's session ids and the commit's answer."""
+    import httpx
+    import openai
+
+    client = openai.OpenAI(base_url=f"{root}/v1", api_key="unused", max_retries=0)
+    problems: list[str] = []
+
+    def chat(session_id: str, question: str) -> str:
+        completion = client.chat.completions.create(
+            model="policy", messages=[{"role": "user", "content": question}],
+            extra_headers={"X-Session-Id": session_id},
+        )
+        return completion.choices[0].message.content or ""
+
+    def honest(index: int) -> None:
+        question = f"What is {round_index} + {index}?"
+        for episode in range(EPISODES_PER_CLIENT):
+            session_id = f"honest-{round_index}-{index}-{episode}"
+            reward = max(0.0, 1.0 - len(chat(session_id, question)) / 24)  # short answers are better
+            answer = httpx.post(f"{root}/feedback", json={"session_id": session_id, "reward": reward,
+                                                         "group_id": question})
+            if answer.status_code != 200:
+                problems.append(f"honest feedback refused: {answer.status_code} {answer.text[:200]}")
+
+    def attacker() -> list[str]:
+        sessions = []
+        for name in attacks:
+            session_id = f"attack-{round_index}-{len(sessions)}"
+            chat(session_id, "What is 1 + 1?")  # a recorded episode, which a valid reward would train
+            reward, expected = REWARD_ATTACKS[name]
+            body = f'{{"session_id": "{session_id}", "reward": {reward}}}'
+            json_header = {"Content-Type": "application/json"}
+            answer = httpx.post(f"{root}/feedback", content=body, headers=json_header)
+            message = answer.json().get("error", {}).get("message", "") if answer.status_code != 200 else ""
+            if not 400 <= answer.status_code < 500 or expected not in message:
+                problems.append(f"reward {name}: {answer.status_code} {answer.text[:200]}")
+            sessions.append(session_id)
+        return sessions
+
+    with ThreadPoolExecutor(max_workers=HONEST_CLIENTS + 1) as pool:
+        attacked = pool.submit(attacker)
+        list(pool.map(honest, range(HONEST_CLIENTS)))
+        attack_sessions = attacked.result()
+    return problems, attack_sessions, httpx.post(f"{root}/commit", json={}).json()
+
+
+def _wait_for_version(root: str, version: int, process: subprocess.Popen, timeout: float = 120) -> None:
+    """Pace the rounds: the next one starts when the weights trained on this one are served."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while process.poll() is None and time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{root}/health").json()["model_version"] >= version:
+                return
+        except httpx.TransportError:  # the run trained its last step and stopped serving
+            return
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_a_serve_reward_attack_is_refused_while_honest_sessions_train(serve_run):
+    process, root, run_dir = serve_run
+    _wait_until_serving(root, process)
+    problems, attack_sessions = [], []
+    names = list(REWARD_ATTACKS)
+    for round_index in range(SERVE_STEPS):
+        seen, sessions, committed = _serve_round(root, round_index, names[round_index::SERVE_STEPS])
+        problems += seen
+        attack_sessions += sessions
+        if committed.get("sessions") != HONEST_CLIENTS * EPISODES_PER_CLIENT:
+            problems.append(f"round {round_index + 1} committed {committed}: expected the honest sessions")
+        _wait_for_version(root, round_index + 1, process)
+    bound = 60  # the last step trains, the weights load, the run saves and reports
+    try:
+        stdout, stderr = process.communicate(timeout=bound)
+    except subprocess.TimeoutExpired:
+        stdout, stderr = "", ""
+        problems.append(f"the run did not end within {bound} s of the last commit")
+    if process.returncode != 0:
+        problems.append(f"exit code {process.returncode}: {stderr[-600:]}")
+    records = read_metrics(run_dir)
+    trainer = [r for r in records if r["role"] == "trainer" and "actor/pg_loss" in r]
+    if [r["step"] for r in trainer] != list(range(1, SERVE_STEPS + 1)):
+        problems.append(f"trainer steps {[r['step'] for r in trainer]}, expected 1..{SERVE_STEPS}")
+    unfinite = [(r["step"], key) for r in trainer for key in ("actor/pg_loss", "actor/grad_norm")
+                if not math.isfinite(r[key])]
+    if unfinite:
+        problems.append(f"non-finite loss or grad norm at {unfinite}")
+    commits = [r for r in records if r["role"] == "explorer" and "serve/sessions" in r]
+    rewards = [r[key] for r in commits for key in ("rollout/reward_min", "rollout/reward_max")]
+    if len(commits) != SERVE_STEPS or not all(0.0 <= reward <= 1.0 for reward in rewards):
+        problems.append(f"{len(commits)} commits logged, rewards {rewards}: expected honest ones in [0, 1]")
+    trained_sessions = {task_id for samples in trained_lineage(run_dir).values() for task_id, *_ in samples}
+    if trained_sessions & set(attack_sessions):
+        problems.append(f"refused sessions trained: {sorted(trained_sessions & set(attack_sessions))}")
+    if len(trained_sessions) != SERVE_STEPS * HONEST_CLIENTS * EPISODES_PER_CLIENT:
+        problems.append(f"{len(trained_sessions)} honest sessions trained, expected every one")
+    summary = stdout[stdout.find("run summary"):]
+    huge = huge_numbers(summary)
+    if "reward:" not in summary or huge:
+        problems.append(f"the summary is missing or shows huge numbers {huge}: {summary[-600:]}")
+    conclude(
+        "serve-reward attack (`serve`)",
+        f"{len(attack_sessions)} /feedback posts among {HONEST_CLIENTS} honest clients' episodes: "
+        + ", ".join(REWARD_ATTACKS), problems,
+        f"each refused with 400 `{REWARD_RULE}` (the 5000-digit integer: `{DIGIT_LIMIT}`); "
+        f"all {SERVE_STEPS} steps trained the honest sessions only, finite loss and grad norm, exit 0, "
+        "rewards in metrics within [0, 1], no huge number in the summary",
+    )

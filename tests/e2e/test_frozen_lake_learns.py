@@ -3,46 +3,24 @@
 from pathlib import Path
 
 import pytest
-import torch
-import yaml
 
 from trivium.cli.main import main
 from trivium.data.builder import build_task_data
 
-from .conftest import read_metrics
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "frozen_lake.yaml"
+from .conftest import example_config, read_metrics, write_config
 
 
 def shortened_config(tmp_path: Path, model: str, data: str) -> str:
-    config = yaml.safe_load(EXAMPLE.read_text())
-    config["checkpoint_root_dir"] = str(tmp_path / "runs")
-    config["model"]["model_path"] = model
+    config = example_config("frozen_lake.yaml", tmp_path, model=model, data=data)
     buffer = config["buffer"]
-    for taskset in [buffer["explorer_input"]["taskset"], *buffer["explorer_input"]["eval_tasksets"]]:
-        taskset["path"] = data
     # Six RL steps of four maps (eight episodes each), evaluated before and after.
     buffer["batch_size"], buffer["total_steps"] = 4, 6
     config["explorer"]["eval_interval"] = 6
     config["algorithm"]["optimizer"]["lr"] = 2e-3
-    config["trainer"]["save_hf_checkpoint"] = "never"
     warm_up = config["stages"][0]
-    warm_up["buffer"]["trainer_input"]["experience_buffer"]["path"] = data
     warm_up["buffer"].update(total_steps=12, train_batch_size=16)
     warm_up["algorithm"]["optimizer"] = {"lr": 5e-3, "lr_warmup_steps": 3}
-    path = tmp_path / "frozen_lake.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return str(path)
-
-
-@pytest.fixture
-def one_torch_thread():
-    """On a CPU shared with other work, two OpenMP threads spin against each other (steps of
-    this tiny model take seconds instead of tenths); one thread keeps the test short."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    return write_config(tmp_path, config)
 
 
 @pytest.mark.slow

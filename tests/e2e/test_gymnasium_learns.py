@@ -4,44 +4,24 @@ held-out success rate on gymnasium's own 4x4 lake (not slippery)."""
 from pathlib import Path
 
 import pytest
-import torch
-import yaml
 
 from trivium.cli.main import main
 from trivium.data.builder import build_task_data
 
-from .conftest import read_metrics
+from .conftest import example_config, read_metrics, write_config
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gymnasium_frozen_lake.yaml"
 HELD_OUT_ROWS, EPISODES_PER_ROW = 24, 4
 
 
 def shortened_config(tmp_path: Path, model: str, data: str) -> str:
-    config = yaml.safe_load(EXAMPLE.read_text())
-    config["checkpoint_root_dir"] = str(tmp_path / "runs")
-    config["model"]["model_path"] = model
+    config = example_config("gymnasium_frozen_lake.yaml", tmp_path, model=model, data=data)
     buffer = config["buffer"]
-    for taskset in [buffer["explorer_input"]["taskset"], *buffer["explorer_input"]["eval_tasksets"]]:
-        taskset["path"] = data
     buffer["explorer_input"]["eval_tasksets"][0]["repeat_times"] = EPISODES_PER_ROW
     # Ten RL steps of eight rows (eight episodes each), evaluated before and after; the
     # example's own warm-up and learning rates.
     buffer["batch_size"], buffer["total_steps"] = 8, 10
     config["explorer"]["eval_interval"] = 10
-    config["trainer"]["save_hf_checkpoint"] = "never"
-    config["stages"][0]["buffer"]["trainer_input"]["experience_buffer"]["path"] = data
-    path = tmp_path / "gymnasium_frozen_lake.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return str(path)
-
-
-@pytest.fixture
-def one_torch_thread():
-    """Two OpenMP threads on a shared CPU spin against each other; one keeps the test short."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    return write_config(tmp_path, config)
 
 
 @pytest.mark.slow

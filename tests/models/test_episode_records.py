@@ -14,6 +14,7 @@ import threading
 import pytest
 import torch
 
+from trivium.core.episode_turns import latest_reply
 from trivium.errors import UserError
 from trivium.models.engine import create_engine
 from trivium.models.wrapper import ModelWrapper
@@ -69,7 +70,7 @@ def run_concurrently(episode, count: int) -> list:
 
 def assert_whole_episode(record, replies: list[str]) -> None:
     assert record.info["model_turns"] == TURNS
-    assert record.response_text == replies[-1]
+    assert latest_reply(record) == replies[-1]
     # One run of trained tokens per model turn: the environment's turns in between are not trained.
     mask = record.action_mask.tolist()
     assert sum(1 for i, trained in enumerate(mask) if trained and (i == 0 or not mask[i - 1])) == TURNS

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from trivium.core.batch import ExperienceBatch
+from trivium.core.episode_turns import latest_reply
 from trivium.models.engine import create_engine
 from trivium.models.tool_calls import tool_call_parser_named
 from trivium.models.wrapper import ModelWrapper
@@ -37,7 +38,7 @@ def play(wrapper, turns: int, *, observation=lambda k: f"observation {k}"):
         (experience,) = wrapper.chat(messages, seed=turn)
         experiences.append(experience)
         messages = messages + [
-            {"role": "assistant", "content": experience.response_text},
+            {"role": "assistant", "content": latest_reply(experience)},
             {"role": "user", "content": observation(turn)},
         ]
     return experiences, messages

@@ -34,7 +34,7 @@ CONSUMED_BEFORE_THE_RUNTIME = {
 }
 # Keys refused with a clear error when set (not silently accepted).
 REFUSED = {
-    "model.tinker.enable", "trainer.ulysses_sequence_parallel_size",
+    "trainer.ulysses_sequence_parallel_size",
     "trainer.param_offload", "trainer.optimizer_offload",  # GPU memory offload, refused on a CPU
     "explorer.auxiliary_models[0].engine_num",
 }
@@ -43,6 +43,8 @@ CONTEXT = {
     "model.external_model.base_url_env": {"model.external_model.enable": True},
     "model.external_model.api_key_env": {"model.external_model.enable": True},
     "model.external_model.model_name": {"model.external_model.enable": True},
+    **{f"model.tinker.{key}": {"model.tinker.enable": True}
+       for key in ("base_model", "rank", "seed", "train_mlp", "train_attn", "train_unembed")},
     "algorithm.kl_penalty_fn_args": {"algorithm.kl_penalty_fn": "k2"},
     "algorithm.entropy_loss_fn_args": {"algorithm.entropy_loss_fn": "default"},
     "algorithm.sample_strategy_args": {"algorithm.sample_strategy": "staleness_control"},
@@ -263,3 +265,19 @@ def test_unmapped_trainer_config_entries_are_reported(base):
     assert sorted(note.key for note in unused_key_notes(config)) == [
         "trainer.trainer_config.critic.ppo_epochs", "trainer.trainer_config.foo",
     ]
+
+
+def test_a_loss_agg_mode_in_the_policy_loss_arguments_is_acted_on_or_reported(base):
+    """It gives way to algorithm.loss_agg_mode (as in Trinity-RFT): rec is switched to follow that
+    mode, which changes its settings; for any loss a differing value is a note of resolve()."""
+    from trivium.config import resolve_with_notes
+
+    key = "algorithm.policy_loss_fn_args.loss_agg_mode"
+    for algorithm_type, changes_settings in (("grpo", False), ("rec", True)):
+        data = copy.deepcopy(base)
+        data["algorithm"].update(algorithm_type=algorithm_type, loss_agg_mode="seq-mean-token-mean")
+        before = settings_of(load_config_from_dict(data))
+        data["algorithm"]["policy_loss_fn_args"] = {"loss_agg_mode": "seq-mean-token-sum"}
+        resolved, notes = resolve_with_notes(load_config_from_dict(data))
+        assert key in [note.key for note in notes]
+        assert (repr(build_run_settings(resolved)) != before) is changes_settings

@@ -101,6 +101,12 @@ def test_a_multi_turn_session_is_one_token_sequence_with_the_engines_ids(openai_
     assert experience.prompt_length == first.usage.prompt_tokens
     assert experience.reward == 0.5 and experience.task_id == "two-turns"
     assert experience.info["session_id"] == "two-turns" and experience.info["model_turns"] == 2
+    # return_token_ids also gives the prompt's ids: for turn 2, the whole episode before its reply.
+    assert first.model_extra["prompt_token_ids"] == experience.tokens[: experience.prompt_length].tolist()
+    assert second.model_extra["prompt_token_ids"] + turn_2 == experience.tokens.tolist()
+    turns = experience.info["turns"]
+    assert [(t["role"], t["trained"]) for t in turns[-3:]] == [("assistant", True), ("user", False), ("assistant", True)]
+    assert turns[-2]["text"] == "And 3 + 4?"
 
 
 def test_sessions_that_sample_the_same_first_reply_each_stay_one_whole_record(openai_client, client, fresh):

@@ -13,13 +13,8 @@ import math
 from typing import TYPE_CHECKING
 
 from trivium.algorithm.aggregation import aggregate_loss
-from trivium.algorithm.policy_losses import (
-    POLICY_LOSS_FNS,
-    _item,
-    mixed_loss,
-    ppo_policy_loss,
-    sft_loss,
-)
+from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, _item, ppo_policy_loss
+from trivium.algorithm.supervised_losses import loss_batch, mix_parts, part_weighting, sft_loss
 from trivium.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -125,37 +120,18 @@ def mix_chord_loss(
     if expert_mask is None:
         raise ValueError("mix_chord loss needs expert_mask (B,) bool marking the expert rows")
     mu = mu_schedule(
-        step=global_step, warmup_steps=mu_warmup_steps, decay_steps=mu_decay_steps, peak=mu_peak, valley=mu_valley
+        step=global_step,
+        warmup_steps=mu_warmup_steps,
+        decay_steps=mu_decay_steps,
+        peak=mu_peak,
+        valley=mu_valley,
     )
-    expert = expert_mask.bool()
-    usual = ~expert
-    zero = logprobs.new_zeros(())
-    rl_loss, rl_metrics = zero, {}
-    if bool(usual.any()):
-        rl_loss, rl_metrics = ppo_policy_loss(
-            logprobs=logprobs[usual],
-            old_logprobs=old_logprobs[usual],
-            advantages=advantages[usual],
-            response_mask=response_mask[usual],
-            loss_agg_mode=grpo_loss_agg_mode or loss_agg_mode,
-            clip_range=clip_range,
-            clip_range_low=clip_range_low,
-            clip_range_high=clip_range_high,
-        )
+    batch = loss_batch(logprobs, old_logprobs, advantages, response_mask)
+    clips = {"clip_range": clip_range, "clip_range_low": clip_range_low, "clip_range_high": clip_range_high}
     sft_fn = sft_phi_loss if enable_phi_function else sft_loss
-    expert_loss, sft_metrics = zero, {}
-    if bool(expert.any()):
-        expert_loss, sft_metrics = sft_fn(
-            logprobs=logprobs[expert], response_mask=response_mask[expert],
-            loss_agg_mode=sft_loss_agg_mode or loss_agg_mode,
-        )
-    loss, metrics = mixed_loss(
-        rl_loss, rl_metrics, expert_loss, sft_metrics, usual=usual, expert=expert, mu=mu,
-        exact_part_means=exact_part_means, batch_rows=logprobs.shape[0], use_dynamic_bsz=use_dynamic_bsz,
-        ppo_mini_batch_size=ppo_mini_batch_size, ppo_micro_batch_size_per_gpu=ppo_micro_batch_size_per_gpu,
-        ngpus_trainer=ngpus_trainer, train_batch_size_usual=train_batch_size_usual,
-        train_batch_size_expert=train_batch_size_expert,
-    )
+    agg_modes = (grpo_loss_agg_mode or loss_agg_mode, sft_loss_agg_mode or loss_agg_mode)
+    weighting = part_weighting(locals())
+    loss, metrics = mix_parts(ppo_policy_loss, clips, sft_fn, batch, expert_mask, mu, agg_modes, weighting)
     metrics["mu"] = mu
     metrics["expert_fraction"] = _item(expert_mask.float().mean()) if expert_mask.numel() else 0.0
     return loss, metrics

@@ -91,40 +91,11 @@ def gigpo_advantages(
     episode_rows: dict[int, list[int]] = defaultdict(list)
     for row, episode in enumerate(episode_ids.tolist()):
         episode_rows[episode].append(row)
-
-    step_return = [0.0] * rows
-    episode_return: dict[int, float] = {}
-    for episode, members in episode_rows.items():
-        if any(step_reward_key in (row_info[row] or {}) for row in members):
-            rewards = [float((row_info[row] or {}).get(step_reward_key, 0.0)) for row in members]
-        else:
-            # sparse: the episode's reward sits on its last step
-            rewards = [0.0] * (len(members) - 1) + [row_scores[members[-1]]]
-        for row, value in zip(members, discounted_returns(rewards, gamma)):
-            step_return[row] = value
-        episode_return[episode] = sum(rewards)
-
-    group_episodes: dict[int, list[int]] = defaultdict(list)
-    for episode, members in episode_rows.items():
-        group_episodes[int(group_ids[members[0]])].append(episode)
-    episode_advantage: dict[int, float] = {}
-    for episodes in group_episodes.values():
-        scores = normalized([episode_return[e] for e in episodes], fnorm=fnorm, epsilon=epsilon)
-        episode_advantage.update(zip(episodes, scores))
-
-    anchors: dict[str, list[int]] = defaultdict(list)
-    for row in range(rows):
-        state = (row_info[row] or {}).get(env_state_hash_key)
-        if state is not None:
-            anchors[str(state)].append(row)
-    step_advantage = [0.0] * rows
-    for members in anchors.values():
-        if len(members) < 2:
-            continue
-        scores = normalized([step_return[row] for row in members], fnorm=fnorm, epsilon=epsilon)
-        for row, score in zip(members, scores):
-            step_advantage[row] = score
-
+    step_return, episode_return = episode_step_returns(
+        episode_rows, row_info, row_scores, step_reward_key, gamma
+    )
+    episode_advantage = episode_advantages(episode_rows, group_ids, episode_return, fnorm, epsilon)
+    step_advantage = anchor_step_advantages(row_info, step_return, env_state_hash_key, fnorm, epsilon)
     episode_of_row = episode_ids.tolist()
     # A_k = A^E_e(k) + omega * A^S_k
     per_row = torch.tensor(
@@ -136,3 +107,71 @@ def gigpo_advantages(
 
 
 gigpo_advantages.needs_row_info = True
+
+
+def episode_step_returns(
+    episode_rows: dict[int, list[int]],
+    row_info: list[dict[str, Any]],
+    row_scores: list[float],
+    step_reward_key: str,
+    gamma: float,
+) -> tuple[list[float], dict[int, float]]:
+    """Each row's discounted return from its step on, and each episode's total reward.
+
+    A step's reward is its ``row_info[step_reward_key]``; an episode whose rows carry none has
+    its last row's sequence score as its only reward (sparse).
+    """
+    step_return = [0.0] * len(row_scores)
+    episode_return: dict[int, float] = {}
+    for episode, members in episode_rows.items():
+        if any(step_reward_key in (row_info[row] or {}) for row in members):
+            rewards = [float((row_info[row] or {}).get(step_reward_key, 0.0)) for row in members]
+        else:
+            # sparse: the episode's reward sits on its last step
+            rewards = [0.0] * (len(members) - 1) + [row_scores[members[-1]]]
+        for row, value in zip(members, discounted_returns(rewards, gamma)):
+            step_return[row] = value
+        episode_return[episode] = sum(rewards)
+    return step_return, episode_return
+
+
+def episode_advantages(
+    episode_rows: dict[int, list[int]],
+    group_ids: torch.Tensor,
+    episode_return: dict[int, float],
+    fnorm: str,
+    epsilon: float,
+) -> dict[int, float]:
+    """A^E: each episode's return normalised among the episodes of its task group."""
+    group_episodes: dict[int, list[int]] = defaultdict(list)
+    for episode, members in episode_rows.items():
+        group_episodes[int(group_ids[members[0]])].append(episode)
+    episode_advantage: dict[int, float] = {}
+    for episodes in group_episodes.values():
+        scores = normalized([episode_return[e] for e in episodes], fnorm=fnorm, epsilon=epsilon)
+        episode_advantage.update(zip(episodes, scores))
+    return episode_advantage
+
+
+def anchor_step_advantages(
+    row_info: list[dict[str, Any]],
+    step_return: list[float],
+    env_state_hash_key: str,
+    fnorm: str,
+    epsilon: float,
+) -> list[float]:
+    """A^S: each row's step return normalised among the rows from the same environment state
+    (its anchor, ``row_info[env_state_hash_key]``); 0 for a row without one or alone in it."""
+    anchors: dict[str, list[int]] = defaultdict(list)
+    for row, info in enumerate(row_info):
+        state = (info or {}).get(env_state_hash_key)
+        if state is not None:
+            anchors[str(state)].append(row)
+    step_advantage = [0.0] * len(step_return)
+    for members in anchors.values():
+        if len(members) < 2:
+            continue
+        scores = normalized([step_return[row] for row in members], fnorm=fnorm, epsilon=epsilon)
+        for row, score in zip(members, scores):
+            step_advantage[row] = score
+    return step_advantage

@@ -13,6 +13,10 @@ Log-ratios ``log r = log pi - log pi_old`` are clamped before ``exp``: to [-20, 
 Trinity-RFT clamps them (ppo, importance_sampling), elsewhere only to [-80, 80], a guard
 that changes no number Trinity-RFT computes in float32 without overflowing. Each such loss
 takes ``log_ratio_limit`` to set the clamp (20 clamps them all as tightly as ppo).
+
+This module holds the registry, the traits and the ratio-clipped losses (ppo, gspo, cispo,
+opmd); ``sft``, ``dpo`` and ``mix`` live in ``supervised_losses.py`` and are imported (and so
+registered) with it.
 """
 
 from __future__ import annotations
@@ -20,8 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from trivium.algorithm.aggregation import aggregate_loss, masked_mean, masked_sum
-from trivium.algorithm.arguments import check_fn_args
+from trivium.algorithm.aggregation import aggregate_loss, masked_mean
 from trivium.lazy import lazy_module
 from trivium.registry import Registry
 
@@ -38,7 +41,11 @@ PolicyLossFn = Callable[..., "tuple[torch.Tensor, dict[str, float]]"]
 # The other loss families register themselves when imported, on first lookup.
 POLICY_LOSS_FNS: Registry[PolicyLossFn] = Registry(
     "policy_loss_fn",
-    builtin_modules=("trivium.algorithm.reinforce_losses", "trivium.algorithm.chord", "trivium.algorithm.m2po"),
+    builtin_modules=(
+        "trivium.algorithm.reinforce_losses",
+        "trivium.algorithm.chord",
+        "trivium.algorithm.m2po",
+    ),
 )
 
 
@@ -61,6 +68,12 @@ def scales_with_advantage(fn: PolicyLossFn) -> bool:
 def pairs_rows(fn: PolicyLossFn) -> bool:
     """True if ``fn`` reads rows in (chosen, rejected) pairs that must share a micro-batch."""
     return bool(getattr(fn, "paired_rows", False))
+
+
+def loss_agg_mode_switch(fn: PolicyLossFn) -> str | None:
+    """The boolean argument that makes ``fn`` aggregate with ``loss_agg_mode`` instead of its own
+    rule (rec's ``follow_loss_agg_mode``); None for a loss that always follows ``loss_agg_mode``."""
+    return getattr(fn, "loss_agg_mode_switch", None)
 
 
 def effective_loss_agg_mode(fn: PolicyLossFn, fn_args: dict, loss_agg_mode: str) -> str:
@@ -164,8 +177,9 @@ def ppo_policy_loss(
         per_token = torch.where(negative, torch.minimum(per_token, cap), per_token)
     sequence_metrics = {}
     if enable_sequence_masking:
-        per_token, sequence_metrics = _sequence_masked(per_token, log_ratio, advantages, response_mask,
-                                                       delta_sequence_masking)
+        per_token, sequence_metrics = _sequence_masked(
+            per_token, log_ratio, advantages, response_mask, delta_sequence_masking
+        )
     loss = aggregate_loss(per_token, response_mask, loss_agg_mode)
     metrics = {
         "pg_loss": _item(loss),
@@ -331,234 +345,25 @@ def opmd_policy_loss(
     else:
         # L = agg(-A * log pi) / (1 + tau)
         loss = aggregate_loss(reinforce, response_mask, loss_agg_mode) / (1.0 + tau)
-    metrics.update({
-        "pg_loss": _item(loss),
-        "opmd_loss": _item(loss),
-        "ppo_kl": _item(masked_mean(-log_ratio, response_mask)),
-    })
-    return loss, metrics
-
-
-@POLICY_LOSS_FNS.register("sft")
-def sft_loss(
-    *,
-    logprobs: torch.Tensor,
-    response_mask: torch.Tensor,
-    loss_agg_mode: str = "token-mean",
-    **_ignored,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """Negative log-likelihood of the response tokens; old_logprobs and advantages are unused.
-
-    Metrics: sft_loss.
-    """
-    # L = -log pi(y_t)
-    loss = aggregate_loss(-logprobs, response_mask, loss_agg_mode)
-    return loss, {"sft_loss": _item(loss)}
-
-
-@POLICY_LOSS_FNS.register("dpo")
-def dpo_loss(
-    *,
-    logprobs: torch.Tensor,
-    response_mask: torch.Tensor,
-    ref_logprobs: torch.Tensor | None = None,
-    beta: float = 0.1,
-    label_smoothing: float = 0.0,
-    skip_empty_pairs: bool = False,
-    **_ignored,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """Direct preference optimisation on rows ordered [chosen_0, rejected_0, chosen_1, ...].
-
-    ref_logprobs: (B, R) from the frozen reference model (no gradient flows into it).
-    Sequence log-probabilities are sums over each row's response mask; the loss is the mean
-    over the B / 2 pairs (``loss_agg_mode`` does not apply). A pair with an all-masked row
-    counts with margin computed from sums over no tokens; ``skip_empty_pairs`` leaves such
-    pairs out of the mean and the metrics instead.
-    ``label_smoothing`` is the assumed probability that a preference label is flipped.
-    Metrics: dpo_loss, reward_accuracy, reward_margin, chosen_reward, rejected_reward.
-    """
-    if ref_logprobs is None:
-        raise ValueError("dpo loss needs ref_logprobs (B, R) from the reference model")
-    if logprobs.shape[0] % 2:
-        raise ValueError(
-            f"dpo loss needs rows in (chosen, rejected) pairs, got an odd batch of {logprobs.shape[0]} rows"
-        )
-    if not 0.0 <= label_smoothing < 0.5:
-        raise ValueError(f"dpo: label_smoothing must be in [0, 0.5), got {label_smoothing}")
-    policy_sequence = masked_sum(logprobs, response_mask, dim=-1)
-    reference_sequence = masked_sum(ref_logprobs.detach(), response_mask, dim=-1)
-    # implicit reward of a row: beta * (log pi(y) - log pi_ref(y))
-    implicit_rewards = beta * (policy_sequence - reference_sequence)
-    chosen_rewards, rejected_rewards = implicit_rewards[0::2], implicit_rewards[1::2]
-    margin = chosen_rewards - rejected_rewards
-    # L = -(1 - eps) * log sigmoid(margin) - eps * log sigmoid(-margin)
-    per_pair = -(1.0 - label_smoothing) * F.logsigmoid(margin) - label_smoothing * F.logsigmoid(-margin)
-    valid_pairs = torch.ones_like(per_pair)
-    if skip_empty_pairs:
-        has_tokens = response_mask.sum(dim=-1) > 0
-        valid_pairs = (has_tokens[0::2] & has_tokens[1::2]).float()
-    # L = mean over pairs of L_pair
-    loss = masked_mean(per_pair, valid_pairs)
-    metrics = {
-        "dpo_loss": _item(loss),
-        "reward_accuracy": _item(masked_mean((margin > 0).float(), valid_pairs)),
-        "reward_margin": _item(masked_mean(margin, valid_pairs)),
-        "chosen_reward": _item(masked_mean(chosen_rewards, valid_pairs)),
-        "rejected_reward": _item(masked_mean(rejected_rewards, valid_pairs)),
-    }
-    return loss, metrics
-
-
-dpo_loss.needs_reference = True
-dpo_loss.paired_rows = True
-
-
-def mixed_loss(
-    rl_loss: torch.Tensor, rl_metrics: dict, expert_loss: torch.Tensor, sft_metrics: dict, *,
-    usual: torch.Tensor, expert: torch.Tensor, mu: float, exact_part_means: bool, batch_rows: int, **batch_sizes,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """The RL part (rows ``usual``) and the SFT part (rows ``expert``) of a mixed loss, weighed
-    together; without ``exact_part_means`` each part is scaled by its rows and ``part_weights``."""
-    if not exact_part_means:
-        weight_usual, weight_expert = part_weights(batch_rows=batch_rows, **batch_sizes)
-        # L_rl <- n_usual * w_usual * L_rl;  L_sft <- n_expert * w_expert * L_sft
-        rl_loss = rl_loss * float(usual.sum()) * weight_usual
-        expert_loss = expert_loss * float(expert.sum()) * weight_expert
-    # L = (1 - mu) * L_rl + mu * L_sft
-    loss = (1.0 - mu) * rl_loss + mu * expert_loss
-    metrics = {f"rl/{name}": value for name, value in rl_metrics.items()}
-    metrics.update({f"sft/{name}": value for name, value in sft_metrics.items()})
-    return loss, metrics
-
-
-def part_weights(
-    *,
-    batch_rows: int,
-    use_dynamic_bsz: bool | None,
-    ppo_mini_batch_size: int,
-    ppo_micro_batch_size_per_gpu: int,
-    ngpus_trainer: int,
-    train_batch_size_usual: int,
-    train_batch_size_expert: int,
-) -> tuple[float, float]:
-    """Trinity-RFT's per-row weights (w_usual, w_expert) of the mix losses' two parts.
-
-    A part's loss is multiplied by its row count times its weight, so that summed over the
-    micro-batches of a mini-batch each part becomes a mean over that part's rows of a GPU:
-    with ``use_dynamic_bsz`` w = (mini / gpus) / (B * part_rows / gpus), else
-    w = (mini / micro) / (part_rows / gpus) (integer divisions, as Trinity-RFT takes them).
-    """
-    usual_per_gpu = train_batch_size_usual // ngpus_trainer
-    expert_per_gpu = train_batch_size_expert // ngpus_trainer
-    if usual_per_gpu <= 0 or expert_per_gpu <= 0 or ppo_micro_batch_size_per_gpu <= 0:
-        raise ValueError(
-            "mix: train_batch_size_usual and train_batch_size_expert must be at least ngpus_trainer, and "
-            f"ppo_micro_batch_size_per_gpu > 0; got {train_batch_size_usual}, {train_batch_size_expert}, "
-            f"{ngpus_trainer}, {ppo_micro_batch_size_per_gpu}"
-        )
-    if use_dynamic_bsz:
-        experience_per_gpu = ppo_mini_batch_size // ngpus_trainer
-        # w = experiences per GPU / (B * part rows per GPU)
-        return (
-            experience_per_gpu / (batch_rows * usual_per_gpu),
-            experience_per_gpu / (batch_rows * expert_per_gpu),
-        )
-    gradient_accumulation = ppo_mini_batch_size // ppo_micro_batch_size_per_gpu
-    # w = micro-batches per mini-batch / part rows per GPU
-    return gradient_accumulation / usual_per_gpu, gradient_accumulation / expert_per_gpu
-
-
-def select_rows(rows: torch.Tensor, batch_size: int, tensors: dict) -> dict:
-    """``tensors`` with every (B, ...) tensor cut to ``rows`` (B,) bool; other values unchanged."""
-    return {
-        name: value[rows] if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == batch_size
-        else value
-        for name, value in tensors.items()
-    }
-
-
-@POLICY_LOSS_FNS.register("mix")
-def mix_policy_loss(
-    *,
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    response_mask: torch.Tensor,
-    loss_agg_mode: str = "token-mean",
-    expert_mask: torch.Tensor | None = None,
-    mu: float = 0.1,
-    rl_loss_fn: str = "ppo",
-    rl_loss_fn_args: dict | None = None,
-    clip_range: float | None = None,
-    clip_range_low: float | None = None,
-    clip_range_high: float | None = None,
-    sft_loss_agg_mode: str | None = None,
-    grpo_loss_agg_mode: str | None = None,
-    use_dynamic_bsz: bool | None = None,
-    ppo_mini_batch_size: int = 1,
-    ppo_micro_batch_size_per_gpu: int = 1,
-    ngpus_trainer: int = 1,
-    train_batch_size_usual: int = 1,
-    train_batch_size_expert: int = 1,
-    exact_part_means: bool = False,
-    **extra_batch_inputs,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """RL on the policy's own rows plus SFT on expert rows.
-
-    expert_mask: (B,) bool, True for rows taken from expert demonstrations. Each part is
-    computed on its own rows: the RL loss (``rl_loss_fn``, default ppo, configured by
-    ``rl_loss_fn_args``; ``clip_range*`` are passed to it unless those args set them),
-    aggregated with ``grpo_loss_agg_mode`` (default loss_agg_mode), and the SFT loss,
-    aggregated with ``sft_loss_agg_mode`` (default loss_agg_mode). By default the parts are
-    weighted as Trinity-RFT weights them:
-        L = (1 - mu) * n_usual * w_usual * L_rl + mu * n_expert * w_expert * L_sft
-    with the weights of ``part_weights`` from the batch-size arguments (with their defaults,
-    w = 1: each part's loss times its row count). ``exact_part_means=True`` drops those
-    factors, L = (1 - mu) * L_rl + mu * L_sft, which with trivium's exact micro-batch scaling
-    is each part's mean over its rows of the whole batch. A part without rows contributes 0.
-    Metrics: the inner losses' metrics prefixed ``rl/`` and ``sft/``, and expert_fraction.
-    """
-    if expert_mask is None:
-        raise ValueError("mix loss needs expert_mask (B,) bool marking the expert rows")
-    if not 0.0 <= mu <= 1.0:
-        raise ValueError(f"mix: mu must be in [0, 1], got {mu}")
-    if rl_loss_fn == "mix":
-        raise ValueError("mix: rl_loss_fn cannot be 'mix' itself")
-    extra_batch_inputs.pop("use_token_level_loss_in_sft", None)
-    rl_fn = POLICY_LOSS_FNS.get(rl_loss_fn)
-    rl_args = dict(rl_loss_fn_args or {})
-    clips = {"clip_range": clip_range, "clip_range_low": clip_range_low, "clip_range_high": clip_range_high}
-    rl_args = {**{k: v for k, v in clips.items() if v is not None}, **rl_args}
-    check_fn_args(rl_fn, rl_args, key="mix rl_loss_fn_args")
-    expert = expert_mask.bool()
-    usual = ~expert
-    batch = {"logprobs": logprobs, "old_logprobs": old_logprobs, "advantages": advantages,
-             "response_mask": response_mask, **extra_batch_inputs}
-    if bool(usual.any()):
-        rl_loss, rl_metrics = rl_fn(
-            **select_rows(usual, logprobs.shape[0], batch),
-            loss_agg_mode=grpo_loss_agg_mode or loss_agg_mode,
-            **rl_args,
-        )
-    else:
-        rl_loss, rl_metrics = logprobs.new_zeros(()), {}
-    if bool(expert.any()):
-        expert_loss, sft_metrics = sft_loss(
-            logprobs=logprobs[expert], response_mask=response_mask[expert],
-            loss_agg_mode=sft_loss_agg_mode or loss_agg_mode,
-        )
-    else:
-        expert_loss, sft_metrics = logprobs.new_zeros(()), {}
-    loss, metrics = mixed_loss(
-        rl_loss, rl_metrics, expert_loss, sft_metrics, usual=usual, expert=expert, mu=mu,
-        exact_part_means=exact_part_means, batch_rows=logprobs.shape[0], use_dynamic_bsz=use_dynamic_bsz,
-        ppo_mini_batch_size=ppo_mini_batch_size, ppo_micro_batch_size_per_gpu=ppo_micro_batch_size_per_gpu,
-        ngpus_trainer=ngpus_trainer, train_batch_size_usual=train_batch_size_usual,
-        train_batch_size_expert=train_batch_size_expert,
+    metrics.update(
+        {
+            "pg_loss": _item(loss),
+            "opmd_loss": _item(loss),
+            "ppo_kl": _item(masked_mean(-log_ratio, response_mask)),
+        }
     )
-    metrics["expert_fraction"] = _item(expert_mask.float().mean()) if expert_mask.numel() else 0.0
     return loss, metrics
 
 
-mix_policy_loss.needs_expert_mask = True
-mix_policy_loss.accepted_unused_args = ("use_token_level_loss_in_sft",)
+# sft, dpo and mix live in their own module; importing it here registers them whenever this
+# module is imported, and their names stay importable from here (read on first use, so that
+# either module may be imported first).
+from trivium.algorithm import supervised_losses
+
+_SUPERVISED_NAMES = ("sft_loss", "dpo_loss", "mix_policy_loss", "mixed_loss", "part_weights", "select_rows")
+
+
+def __getattr__(name: str):
+    if name in _SUPERVISED_NAMES:
+        return getattr(supervised_losses, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

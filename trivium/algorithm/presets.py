@@ -39,6 +39,9 @@ class AlgorithmPreset:
     needs_teacher_logprobs: bool = False
     # Every batch mixes in rows of an expert dataset (an auxiliary buffer).
     needs_expert_data: bool = False
+    # The loss compares the rollout policy with the current one: the old logprobs must be the
+    # rollout engine's (algorithm.bypass_old_logprobs: true), never recomputed by the trainer.
+    needs_rollout_logprobs: bool = False
     advantage_fn_args: dict[str, Any] = field(default_factory=dict)
     policy_loss_fn_args: dict[str, Any] = field(default_factory=dict)
 
@@ -161,7 +164,7 @@ PRESETS: dict[str, AlgorithmPreset] = {
         reference="Feng et al., 2025 (GiGPO), arXiv:2505.10978",
     ),
     "m2po": AlgorithmPreset(
-        advantage_fn="grpo", policy_loss_fn="m2po", group_based=True,
+        advantage_fn="grpo", policy_loss_fn="m2po", group_based=True, needs_rollout_logprobs=True,
         summary="GRPO advantages; tokens with the largest squared log-ratio leave the loss until its mean is bounded",
         reference="M2PO (Second-Moment Trust Policy Optimization), openreview.net/forum?id=IIgl5MWelz",
     ),

@@ -26,7 +26,13 @@ else:
     torch = lazy_module("torch", globals())
 
 REC_CLIP_MODES = ("none", "one-side", "gspo-one-side", "two-side", "ring")
-REC_WEIGHTS = ("none", "importance_sampling", "truncated_importance_sampling", "gspo_importance_sampling", "advantage")
+REC_WEIGHTS = (
+    "none",
+    "importance_sampling",
+    "truncated_importance_sampling",
+    "gspo_importance_sampling",
+    "advantage",
+)
 # The REC loss averages over tokens whatever loss_agg_mode says (sequences for gspo-one-side).
 REC_AGGREGATION = "token-mean"
 REC_REGULARIZERS = ("none", "k2", "forward-kl")
@@ -198,6 +204,72 @@ def _rec_kept_tokens(
     return torch.ones_like(ratio, dtype=torch.bool)
 
 
+def _check_rec_choices(clip_mode: str, weight: str, regularizer: str) -> None:
+    """Raise ``ValueError`` for a rec argument outside its choices."""
+    for name, value, allowed in (
+        ("clip_mode", clip_mode, REC_CLIP_MODES),
+        ("weight", weight, REC_WEIGHTS),
+        ("regularizer", regularizer, REC_REGULARIZERS),
+    ):
+        if value not in allowed:
+            raise ValueError(f"rec: {name} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def _check_rec_ranges(
+    epsilon_low: float,
+    epsilon_high: float,
+    epsilon_low_prime: float,
+    epsilon_high_prime: float,
+    temp: float,
+    regularizer_coef: float,
+) -> None:
+    """Raise ``ValueError`` for a rec clip bound, temperature or coefficient out of range."""
+    if (
+        not 0 < epsilon_low <= 1
+        or epsilon_high <= 0
+        or temp <= 0
+        or regularizer_coef < 0
+        or not 0 < epsilon_low_prime <= 1
+        or epsilon_high_prime <= 0
+    ):
+        raise ValueError(
+            "rec: need 0 < epsilon_low <= 1, epsilon_high > 0, 0 < epsilon_low_prime <= 1, epsilon_high_prime > 0, "
+            "temp > 0, regularizer_coef >= 0"
+        )
+
+
+def _rec_weights(
+    weight: str,
+    ratio: torch.Tensor,
+    sequence_ratio: torch.Tensor,
+    advantages: torch.Tensor,
+    temp: float,
+    low_prime: float,
+    high_prime: float,
+) -> torch.Tensor:
+    """(B, R): the REC token weight w named by ``weight``."""
+    return {
+        "none": torch.ones_like(ratio),
+        "importance_sampling": ratio,
+        "truncated_importance_sampling": ratio.clamp(1 - low_prime, 1 + high_prime),
+        "gspo_importance_sampling": sequence_ratio.expand_as(ratio),
+        "advantage": torch.exp(advantages / temp),
+    }[weight]
+
+
+def _rec_regularized(
+    per_token: torch.Tensor, regularizer: str, coef: float, log_ratio: torch.Tensor, logprobs: torch.Tensor
+) -> torch.Tensor:
+    """(B, R): the per-token REC loss with the ``regularizer`` term added."""
+    if regularizer == "k2":
+        # + coef * (log pi - log pi_old)^2
+        return per_token + coef * log_ratio**2
+    if regularizer == "forward-kl":
+        # - coef * log pi
+        return per_token - coef * logprobs
+    return per_token
+
+
 @POLICY_LOSS_FNS.register("rec")
 def rec_policy_loss(
     *,
@@ -230,41 +302,30 @@ def rec_policy_loss(
     gspo-one-side), as in Trinity-RFT; ``follow_loss_agg_mode=True`` aggregates with
     loss_agg_mode instead. Metrics: pg_loss, pg_clipfrac.
     """
-    for name, value, allowed in (
-        ("clip_mode", clip_mode, REC_CLIP_MODES),
-        ("weight", weight, REC_WEIGHTS),
-        ("regularizer", regularizer, REC_REGULARIZERS),
-    ):
-        if value not in allowed:
-            raise ValueError(f"rec: {name} must be one of {', '.join(allowed)}; got {value!r}")
-    if not 0 < epsilon_low <= 1 or epsilon_high <= 0 or temp <= 0 or regularizer_coef < 0 \
-            or not 0 < epsilon_low_prime <= 1 or epsilon_high_prime <= 0:
-        raise ValueError(
-            "rec: need 0 < epsilon_low <= 1, epsilon_high > 0, 0 < epsilon_low_prime <= 1, epsilon_high_prime > 0, "
-            "temp > 0, regularizer_coef >= 0"
-        )
+    _check_rec_choices(clip_mode, weight, regularizer)
+    _check_rec_ranges(
+        epsilon_low, epsilon_high, epsilon_low_prime, epsilon_high_prime, temp, regularizer_coef
+    )
     log_ratio = clamped_log_ratio(logprobs, old_logprobs, log_ratio_limit)
     ratio = torch.exp(log_ratio).detach()
     # s_i = exp(mean_t log r_{i,t})
     sequence_ratio = torch.exp(masked_mean(log_ratio, response_mask, dim=-1)).detach().unsqueeze(-1)
     kept = _rec_kept_tokens(
-        clip_mode, ratio, sequence_ratio, advantages, epsilon_low, epsilon_high, epsilon_low_prime, epsilon_high_prime
+        clip_mode,
+        ratio,
+        sequence_ratio,
+        advantages,
+        epsilon_low,
+        epsilon_high,
+        epsilon_low_prime,
+        epsilon_high_prime,
     )
-    weights = {
-        "none": torch.ones_like(ratio),
-        "importance_sampling": ratio,
-        "truncated_importance_sampling": ratio.clamp(1 - epsilon_low_prime, 1 + epsilon_high_prime),
-        "gspo_importance_sampling": sequence_ratio.expand_as(ratio),
-        "advantage": torch.exp(advantages / temp),
-    }[weight]
+    weights = _rec_weights(
+        weight, ratio, sequence_ratio, advantages, temp, epsilon_low_prime, epsilon_high_prime
+    )
     # L = -w * A * log pi on kept tokens
     per_token = -weights * advantages * logprobs * kept.float()
-    if regularizer == "k2":
-        # + coef * (log pi - log pi_old)^2
-        per_token = per_token + regularizer_coef * log_ratio**2
-    elif regularizer == "forward-kl":
-        # - coef * log pi
-        per_token = per_token - regularizer_coef * logprobs
+    per_token = _rec_regularized(per_token, regularizer, regularizer_coef, log_ratio, logprobs)
     mode = rec_loss_agg_mode(
         loss_agg_mode=loss_agg_mode, clip_mode=clip_mode, follow_loss_agg_mode=follow_loss_agg_mode
     )
@@ -272,8 +333,13 @@ def rec_policy_loss(
     return loss, {"pg_loss": _item(loss), "pg_clipfrac": _item(masked_mean((~kept).float(), response_mask))}
 
 
-def rec_loss_agg_mode(*, loss_agg_mode: str = "token-mean", clip_mode: str = "none",
-                      follow_loss_agg_mode: bool = False, **_ignored) -> str:
+def rec_loss_agg_mode(
+    *,
+    loss_agg_mode: str = "token-mean",
+    clip_mode: str = "none",
+    follow_loss_agg_mode: bool = False,
+    **_ignored,
+) -> str:
     """The aggregation the rec loss uses with these arguments."""
     if clip_mode == "gspo-one-side":
         return "seq-mean-token-mean"
@@ -281,6 +347,7 @@ def rec_loss_agg_mode(*, loss_agg_mode: str = "token-mean", clip_mode: str = "no
 
 
 rec_policy_loss.loss_agg_mode_for = rec_loss_agg_mode
+rec_policy_loss.loss_agg_mode_switch = "follow_loss_agg_mode"
 
 
 @POLICY_LOSS_FNS.register("raft")

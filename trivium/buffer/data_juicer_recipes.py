@@ -1,8 +1,10 @@
-"""The ``data_juicer`` experience operator: the operators of a Data-Juicer recipe file.
+"""Data-Juicer recipe files: the ``data_juicer`` experience operator, and a pipeline's ``config_path``.
 
 A recipe (``config_path``) lists operators as ``- op_name: {args}`` under ``process``, with
 the text field they read (``text_keys``) and their worker processes (``np``). Each operator
-is checked and built as a named one is (``data_juicer_ops.py``) and runs over the experiences.
+is checked and built as a named one is (``data_juicer_ops.py``) and runs over the experiences;
+``pipeline_recipe`` gives a pipeline-level recipe's operators, which replace the pipeline's
+``operators`` (task rows or experiences).
 """
 
 from __future__ import annotations
@@ -63,6 +65,25 @@ def read_recipe(config_path: str) -> tuple[list[tuple[str, dict[str, Any]]], dic
         operators.append((str(name), dict(args or {})))
     defaults = {"text_key": text_key, **({"num_proc": int(recipe["np"])} if recipe.get("np") else {})}
     return operators, defaults
+
+
+def pipeline_recipe(config_path: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """A pipeline-level recipe: (operator configs ``{name, args}``, the fields its ``text_keys`` names).
+
+    Each operator's args carry the recipe's ``np``; the fields are empty when the recipe names
+    none, and the pipeline's ``target_fields`` apply.
+    """
+    operators, defaults = read_recipe(config_path)
+    text_keys = (yaml.safe_load(Path(config_path).read_text()) or {}).get("text_keys")
+    fields = (
+        [] if not text_keys else [str(k) for k in (text_keys if isinstance(text_keys, list) else [text_keys])]
+    )
+    common = {k: v for k, v in defaults.items() if k != "text_key"}
+    known = data_juicer_operators()
+    for name, _ in operators:
+        if name not in known:
+            raise UserError(f"unknown Data-Juicer operator '{name}' in {config_path}")
+    return [{"name": name, "args": {**common, **args}} for name, args in operators], fields
 
 
 def recipe_problems(config_path: str) -> list[str]:

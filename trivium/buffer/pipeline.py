@@ -1,17 +1,22 @@
 """Pipelines: ordered operators built from ``[OperatorConfig(name, args)]``.
 
 Owns ``ExperiencePipeline`` (experiences -> experiences + metrics, run by the explorer
-before writing), ``TaskPipeline`` (row filters and rewrites applied to a taskset before
-exploring), and ``pipeline_problems`` (what a config check refuses in a pipeline). An
+before writing; with ``save_input`` it first appends its input to a file, ``pipeline_input.py``),
+``TaskPipeline`` (row filters and rewrites applied to a taskset before exploring, then the
+order and top-k cut by task priority, ``task_priority.py``), building both from a
+``PipelineConfig``, and ``pipeline_problems`` (what a config check refuses in a pipeline). An
 operator name is looked up in trivium's registries first, then in Data-Juicer's
-(``data_juicer_ops.py``), which read the pipeline's ``target_fields``. Operators themselves
-live in ``operators.py``; plugins register more by name.
+(``data_juicer_ops.py``), which read the pipeline's ``target_fields``; a pipeline's
+``config_path`` recipe (``data_juicer_recipes.py``) gives its operators instead of
+``operators``. Operators themselves live in ``operators.py``; plugins register more by name.
 """
 
 from __future__ import annotations
 
 import difflib
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 from trivium.buffer.operators import EXPERIENCE_OPERATORS, TASK_OPERATORS, PassRateCalculator
 from trivium.core.experience import Experience
@@ -52,11 +57,9 @@ def _build(registry: Registry, config: Any, section: str, target_fields: Sequenc
     name, args = _name_and_args(config)
     on_experiences = registry is EXPERIENCE_OPERATORS
     if name and name not in registry and data_juicer_ops.is_data_juicer_operator(name):
-        kind = (
-            data_juicer_ops.DataJuicerExperienceOperator
-            if on_experiences
-            else data_juicer_ops.DataJuicerTaskOperator
-        )
+        from trivium.buffer.data_juicer_task_stats import StatsKeepingTaskOperator
+
+        kind = data_juicer_ops.DataJuicerExperienceOperator if on_experiences else StatsKeepingTaskOperator
         try:
             return kind(name, args, list(target_fields))
         except UserError as error:
@@ -84,7 +87,7 @@ def pipeline_problems(pipeline: Any, pipeline_name: str) -> list[tuple[str, str]
     from trivium.buffer import data_juicer_ops
 
     registry = EXPERIENCE_OPERATORS if pipeline_name == "experience_pipeline" else TASK_OPERATORS
-    problems = []
+    problems = _pipeline_key_problems(pipeline, pipeline_name) if pipeline else []
     for index, config in enumerate(pipeline.operators if pipeline else []):
         key = f"data_processor.{pipeline_name}.operators[{index}]"
         name, args = _name_and_args(config)
@@ -108,14 +111,132 @@ def pipeline_problems(pipeline: Any, pipeline_name: str) -> list[tuple[str, str]
     return problems
 
 
+def _pipeline_key_problems(pipeline: Any, pipeline_name: str) -> list[tuple[str, str]]:
+    """What a config check refuses in the pipeline's own keys (besides its operators)."""
+    section = f"data_processor.{pipeline_name}"
+    problems = _recipe_problems(pipeline, section, on_experiences=pipeline_name == "experience_pipeline")
+    if pipeline_name == "experience_pipeline":
+        return problems + _experience_key_problems(pipeline, section)
+    return problems + _task_key_problems(pipeline, section)
+
+
+def _recipe_problems(pipeline: Any, section: str, *, on_experiences: bool) -> list[tuple[str, str]]:
+    """``config_path`` set with ``operators``, and what its recipe holds that cannot run here."""
+    from trivium.buffer import data_juicer_ops
+
+    if not pipeline.config_path:
+        return []
+    if pipeline.operators:
+        message = (
+            "a recipe file gives the pipeline's operators in place of `operators`: set one of the two "
+            "(a recipe can also be one operator: {name: data_juicer, args: {config_path: ...}})"
+        )
+        return [(f"{section}.config_path", message)]
+    if not Path(pipeline.config_path).is_file():
+        return []  # read from the directory the run starts in
+    try:
+        configs, fields = _recipe_configs(pipeline)
+    except UserError as error:
+        return [(f"{section}.config_path", str(error))]
+    problems = []
+    for config in configs:
+        problem = data_juicer_ops.entry_problem(
+            config["name"], config["args"], fields, on_experiences=on_experiences
+        )
+        if problem:
+            problems.append((f"{section}.config_path", f"{pipeline.config_path}: {problem}"))
+    return problems
+
+
+def _experience_key_problems(pipeline: Any, section: str) -> list[tuple[str, str]]:
+    from trivium.buffer.pipeline_input import input_save_path_problem
+
+    problems = [
+        (f"{section}.{key}", "task priorities order a taskset: set it in data_processor.task_pipeline")
+        for key, unset in (("priority_weights", {}), ("top_k", -1))
+        if getattr(pipeline, key) != unset
+    ]
+    if pipeline.input_save_path and not pipeline.save_input:
+        problems.append((f"{section}.input_save_path", "it is written only with save_input: true"))
+    problem = input_save_path_problem(pipeline.input_save_path)
+    if problem:
+        problems.append((f"{section}.input_save_path", problem))
+    return problems
+
+
+def _task_key_problems(pipeline: Any, section: str) -> list[tuple[str, str]]:
+    from trivium.buffer.task_priority import priority_problems
+
+    elsewhere = (
+        "the task pipeline reads a taskset, which stays where it is; keeping a copy of the input is "
+        "for data_processor.experience_pipeline"
+    )
+    problems = [
+        (f"{section}.{key}", elsewhere) for key in ("save_input", "input_save_path") if getattr(pipeline, key)
+    ]
+    problems += [
+        (f"{section}.{key}", message)
+        for key, message in priority_problems(pipeline.priority_weights, pipeline.top_k)
+    ]
+    if (pipeline.priority_weights or pipeline.top_k != -1) and not (
+        pipeline.operators or pipeline.config_path
+    ):
+        message = (
+            "task priorities are made of the stats the pipeline's Data-Juicer operators compute: add "
+            "one (e.g. alphanumeric_filter) to operators or config_path"
+        )
+        problems.append((f"{section}.priority_weights", message))
+    return problems
+
+
+def _recipe_configs(pipeline: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """(operator configs, fields they read) of the pipeline's ``config_path`` recipe."""
+    from trivium.buffer.data_juicer_recipes import pipeline_recipe
+
+    configs, fields = pipeline_recipe(pipeline.config_path)
+    return configs, fields or list(pipeline.target_fields)
+
+
+def _operator_configs(pipeline: Any) -> tuple[list[Any], list[str]]:
+    """(operator configs, target fields) the pipeline runs: its recipe's, or its ``operators``."""
+    if not pipeline.config_path:
+        return list(pipeline.operators), list(pipeline.target_fields)
+    return _recipe_configs(pipeline)  # setting operators too is refused by _pipeline_key_problems
+
+
+def pipeline_has_work(pipeline: Any) -> bool:
+    """The pipeline has operators to run (its own or a recipe's), or input to keep."""
+    return pipeline is not None and bool(
+        pipeline.operators or pipeline.config_path or getattr(pipeline, "save_input", False)
+    )
+
+
 class ExperiencePipeline:
-    def __init__(self, operators: list[Any]):
+    def __init__(self, operators: list[Any], input_writer: Any = None):
         self.operators = operators
+        self.input_writer = input_writer  # keeps every experience entering (save_input)
 
     @classmethod
     def from_configs(cls, configs: Sequence[Any], target_fields: Sequence[str] = ()) -> ExperiencePipeline:
         section = "data_processor.experience_pipeline.operators"
         return cls([_build(EXPERIENCE_OPERATORS, config, section, target_fields) for config in configs])
+
+    @classmethod
+    def from_pipeline_config(cls, pipeline: Any, run_dir: str | Path) -> ExperiencePipeline:
+        """The pipeline of ``data_processor.experience_pipeline``; its input kept under ``run_dir`` by default."""
+        from trivium.buffer.pipeline_input import DEFAULT_FILE, PipelineInputWriter, input_save_path_problem
+
+        problems = _pipeline_key_problems(pipeline, "experience_pipeline")
+        if problems:
+            raise UserError(f"{problems[0][0]}: {problems[0][1]}")
+        configs, fields = _operator_configs(pipeline)
+        built = cls.from_configs(configs, target_fields=fields)
+        if pipeline.save_input:
+            problem = input_save_path_problem(pipeline.input_save_path)
+            if problem:
+                raise UserError(f"data_processor.experience_pipeline.input_save_path: {problem}")
+            built.input_writer = PipelineInputWriter(pipeline.input_save_path or Path(run_dir) / DEFAULT_FILE)
+        return built
 
     def connect_pass_rate(self, listener: Callable[[str, float], None]) -> None:
         """Send every group's pass rate to ``listener`` (e.g. ``reader.update_pass_rate``)."""
@@ -124,6 +245,8 @@ class ExperiencePipeline:
                 operator.listeners.append(listener)
 
     def process(self, experiences: list[Experience]) -> tuple[list[Experience], dict[str, float]]:
+        if self.input_writer is not None:
+            self.input_writer.write(experiences)  # before any operator drops or changes one
         metrics: dict[str, float] = {}
         for operator in self.operators:
             name = getattr(operator, "name", type(operator).__name__)
@@ -134,13 +257,33 @@ class ExperiencePipeline:
 
 
 class TaskPipeline:
-    def __init__(self, operators: list[Any]):
+    def __init__(
+        self, operators: list[Any], priority_weights: dict[str, float] | None = None, top_k: int = -1
+    ):
         self.operators = operators
+        # Rows are ordered by priority and cut to top_k when either is set.
+        self.priority_weights = dict(priority_weights or {})
+        self.top_k = top_k
 
     @classmethod
     def from_configs(cls, configs: Sequence[Any], target_fields: Sequence[str] = ()) -> TaskPipeline:
         section = "data_processor.task_pipeline.operators"
         return cls([_build(TASK_OPERATORS, config, section, target_fields) for config in configs])
+
+    @classmethod
+    def from_pipeline_config(cls, pipeline: Any) -> TaskPipeline:
+        """The pipeline of ``data_processor.task_pipeline``: operators or recipe, then priorities."""
+        problems = _pipeline_key_problems(pipeline, "task_pipeline")
+        if problems:
+            raise UserError(f"{problems[0][0]}: {problems[0][1]}")
+        configs, fields = _operator_configs(pipeline)
+        built = cls.from_configs(configs, target_fields=fields)
+        built.priority_weights, built.top_k = dict(pipeline.priority_weights or {}), int(pipeline.top_k)
+        return built
+
+    @property
+    def orders_by_priority(self) -> bool:
+        return bool(self.priority_weights) or self.top_k != -1
 
     def filter_rows(self, rows: Any, row_numbers: list[int]) -> tuple[list[int], dict[str, float]]:
         """The row numbers every operator keeps, and how many each operator dropped.
@@ -160,10 +303,28 @@ class TaskPipeline:
                 row_numbers = [n for n in row_numbers if operator.keep(current[n])]
             name = getattr(operator, "name", type(operator).__name__)
             metrics[f"{name}/dropped"] = float(before - len(row_numbers))
+        if self.orders_by_priority:
+            row_numbers = self._by_priority(rows, row_numbers, metrics)
         if isinstance(rows, list):
             for number, row in self.rewritten_rows.items():
                 rows[number] = row
         return row_numbers, metrics
+
+    def _by_priority(self, rows: Any, row_numbers: list[int], metrics: dict[str, float]) -> list[int]:
+        """``row_numbers`` ordered by task priority and cut to ``top_k`` (``task_priority.py``)."""
+        from trivium.buffer.task_priority import order_by_priority, row_stats
+
+        stats_by_row = {n: row_stats(self.rewritten_rows.get(n, rows[n])) for n in row_numbers}
+        for operator in self.operators:  # stats the pipeline's Data-Juicer operators computed
+            for number, stats in getattr(operator, "stats_by_row", {}).items():
+                if number in stats_by_row:
+                    stats_by_row[number].update(stats)
+        self.priorities: dict[int, float]
+        ordered, self.priorities = order_by_priority(
+            row_numbers, stats_by_row, self.priority_weights, self.top_k
+        )
+        metrics["priority/dropped"] = float(len(row_numbers) - len(ordered))
+        return ordered
 
     def rows_after(self, rows: Any) -> Any:
         """``rows`` with the rewrites of the last ``filter_rows`` (the same object when none)."""

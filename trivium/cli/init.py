@@ -18,6 +18,8 @@ import argparse
 import time
 
 TINY_PRESETS = ("tiny", "small", "medium")
+# The tiny shape with a tokenizer and chat template that render tools (trivium/models/tiny_tools.py).
+TOOLS_PRESETS = ("tiny-tools",)
 # The real-shape presets (trivium/models/real_shapes.py), listed here so --help stays fast.
 REAL_SHAPE_PRESETS = ("qwen2.5-0.5b", "qwen3-0.6b", "llama3.2-1b")
 
@@ -37,8 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "AutoTokenizer / AutoModelForCausalLM.from_pretrained(OUT).",
     )
     model.add_argument(
-        "--preset", choices=TINY_PRESETS + REAL_SHAPE_PRESETS, default="tiny",
+        "--preset", choices=TINY_PRESETS + TOOLS_PRESETS + REAL_SHAPE_PRESETS, default="tiny",
         help="tiny ~0.8M, small ~6M, medium ~25M parameters (Llama, ~400-token vocabulary, plain ChatML); "
+        "tiny-tools: the tiny shape with the chat template with tools (docs/agents.md); "
         "or the exact architecture of a public model, random weights, the real vocabulary size and a chat "
         "template with tools and thinking: qwen2.5-0.5b (Qwen2), qwen3-0.6b (Qwen3), llama3.2-1b (Llama) "
         "(default: tiny)",
@@ -59,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     data.add_argument(
         "--task", required=True,
-        help="arithmetic, countdown, frozen_lake, guessing, gymnasium, textworld, or reasoning_gym:NAME (a reasoning-gym dataset)",
+        help="arithmetic, countdown, frozen_lake, guessing, gymnasium, textworld, tool_arithmetic, or reasoning_gym:NAME (a reasoning-gym dataset)",
     )
     data.add_argument("--out", required=True, help="output directory")
     data.add_argument("--seed", type=int, default=0)
@@ -84,6 +87,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--nb-objects", type=int, help="textworld: objects per game (default 2)")
     data.add_argument("--quest-length", type=int, help="textworld: commands that win a game (default 1)")
     data.add_argument(
+        "--careless-share", type=float,
+        help="tool_arithmetic: share of SFT transcripts whose first call names its argument wrongly "
+        "(default 0.5)",
+    )
+    data.add_argument(
         "--option", dest="options", action="append", default=[], metavar="KEY=VALUE",
         help="reasoning_gym:NAME: a field of the dataset's config, the value as JSON or text "
         "(repeatable), e.g. --option max_terms=2 --option 'operators=[\"+\"]'",
@@ -101,6 +109,10 @@ def init_model(args: argparse.Namespace) -> int:
         out_dir = build_real_shape_model(args.out, args.preset, layers=args.layers, seed=args.seed)
     elif args.layers is not None:
         raise UserError(f"--layers applies to the real-shape presets ({', '.join(REAL_SHAPE_PRESETS)}), not {args.preset}.")
+    elif args.preset in TOOLS_PRESETS:
+        from trivium.models.tiny_tools import build_tiny_tools_model
+
+        out_dir = build_tiny_tools_model(args.out, seed=args.seed)
     else:
         from trivium.models.tiny import build_tiny_model
 
@@ -121,12 +133,13 @@ def init_data(args: argparse.Namespace) -> int:
         "guessing": ("max_number",),
         "gymnasium": ("env", "env_kwargs", "random_start"),
         "textworld": ("world_size", "nb_objects", "quest_length"),
+        "tool_arithmetic": ("careless_share",),
     }
     given = {
         name: getattr(args, name)
         for names in task_flags.values()
         for name in names
-        if getattr(args, name) not in (None, False)
+        if getattr(args, name) is not None and getattr(args, name) is not False  # 0 and 0.0 are values
     }
     misplaced = [name for name in given if name not in task_flags.get(args.task, ())]
     if misplaced:

@@ -40,6 +40,7 @@ def check_algorithm(config: TriviumConfig, problems: list[Problem]) -> None:
     _check_functions(config, problems)
     _check_sample_strategy(config, problems)
     _check_decoupled_objective(config, problems)
+    _check_engine_logprobs(config, problems)
 
 
 # ---------------------------------------------------------------- presets
@@ -53,6 +54,13 @@ def _check_preset(config: TriviumConfig, problems: list[Problem]) -> None:
             "algorithm.repeat_times",
             f"{algorithm.algorithm_type} compares several responses per task, so it needs repeat_times >= 2 "
             f"(got {algorithm.repeat_times}); 8 is a common choice",
+        ))
+    if preset.needs_rollout_logprobs and config.trainer.old_logprobs_source != "engine":
+        problems.append(Problem(
+            "algorithm.bypass_old_logprobs",
+            f"{algorithm.algorithm_type} compares the policy that sampled each token with the current one, so its "
+            "old logprobs are the rollout engine's: leave algorithm.bypass_old_logprobs unset (or true) and "
+            f"trainer.old_logprobs_source at auto or engine (got {config.trainer.old_logprobs_source!r})",
         ))
     if preset.needs_teacher_logprobs and config.mode in ("both", "colocate", "explore") \
             and not config.explorer.auxiliary_models:
@@ -207,6 +215,20 @@ def _check_decoupled_objective(config: TriviumConfig, problems: list[Problem]) -
         problems.append(Problem(
             "trainer.behaviour_weight_range", f"must be [low, high] with 0 <= low < high, or null; got {list(kept)}"
         ))
+
+
+def _check_engine_logprobs(config: TriviumConfig, problems: list[Problem]) -> None:
+    """Old logprobs taken from the rollout engine need rollouts: a dataset row has no engine logprobs."""
+    algorithm = config.algorithm
+    trained_on_rollouts = PRESETS[algorithm.algorithm_type].learns_from_rollouts
+    if config.trainer.old_logprobs_source != "engine" or trained_on_rollouts:
+        return
+    key = "algorithm.bypass_old_logprobs" if algorithm.bypass_old_logprobs else "trainer.old_logprobs_source"
+    problems.append(Problem(
+        key,
+        f"takes the old logprobs from the rollout engine, but algorithm '{algorithm.algorithm_type}' trains "
+        "on a dataset, whose rows carry no engine logprobs: remove it (the trainer then computes them)",
+    ))
 
 
 def _check_mix_inner_loss(args: Mapping[str, Any], problems: list[Problem]) -> None:

@@ -55,7 +55,6 @@ def section(cls: type, help: str) -> Any:
     return field(default_factory=cls, metadata={"help": help})
 
 
-TINKER_UNUSED = "the Tinker service is not implemented (model.tinker.enable is refused)"
 DATA_JUICER_NO_SERVER = (
     "py-data-juicer ships no data-processing server to start or connect to (its one server, dj-mcp, serves "
     "agents over the Model Context Protocol); trivium runs Data-Juicer operators in the explorer's process"
@@ -155,7 +154,18 @@ class AlgorithmConfig:
     entropy_loss_fn_args: Dict[str, Any] = opt(
         {}, "Arguments of the entropy term: entropy_coef, plus any the chosen function accepts."
     )
-    loss_agg_mode: Optional[str] = opt(None, "How per-token losses are averaged (preset default).", LOSS_AGG_MODES)
+    loss_agg_mode: Optional[str] = opt(
+        None, "How per-token losses are averaged (preset default). It also decides the policy loss's "
+        "aggregation when policy_loss_fn_args gives a loss_agg_mode of its own (this key wins, as in "
+        "Trinity-RFT).",
+        LOSS_AGG_MODES,
+    )
+    bypass_old_logprobs: Optional[bool] = opt(
+        None, "true: the old (behaviour) logprobs of the policy loss are the rollout engine's, stored with "
+        "each experience, and the trainer computes none (trainer.old_logprobs_source: engine); false: the "
+        "trainer computes them (old_logprobs_source auto, recompute or decoupled). Unset: "
+        "old_logprobs_source decides.",
+    )
 
 
 # ---------------------------------------------------------------- model
@@ -181,13 +191,22 @@ class LoRAConfig:
 
 @dataclass
 class TinkerConfig:
-    enable: bool = opt(False, "Train through the Tinker service instead of local weights.")
-    rank: int = opt(32, "LoRA rank used by Tinker.", unused=TINKER_UNUSED)
-    seed: Optional[int] = opt(None, "Random seed for Tinker.", unused=TINKER_UNUSED)
-    train_mlp: bool = opt(True, "Adapt the MLP layers.", unused=TINKER_UNUSED)
-    train_attn: bool = opt(True, "Adapt the attention layers.", unused=TINKER_UNUSED)
-    train_unembed: bool = opt(True, "Adapt the unembedding layer.", unused=TINKER_UNUSED)
-    base_url: Optional[str] = opt(None, "URL of the Tinker service.", unused="the Tinker backend is not built")
+    enable: bool = opt(
+        False,
+        "Train a LoRA adapter on a Tinker service instead of local weights, and sample from it "
+        "(engine_type tinker). The service is reached at TINKER_BASE_URL with TINKER_API_KEY, both "
+        "from the environment.",
+    )
+    base_model: Optional[str] = opt(None, "The service's name of the model to adapt (default: model.model_path).")
+    rank: int = opt(32, "LoRA rank of the adapter the service trains.")
+    seed: Optional[int] = opt(None, "Seed of the adapter's initialisation on the service.")
+    train_mlp: bool = opt(True, "Adapt the MLP layers.")
+    train_attn: bool = opt(True, "Adapt the attention layers.")
+    train_unembed: bool = opt(True, "Adapt the unembedding layer.")
+    base_url: Optional[str] = opt(
+        None, "URL of the Tinker service.",
+        unsupported="the service's address comes from the environment: set TINKER_BASE_URL instead",
+    )
 
 
 @dataclass
@@ -748,11 +767,22 @@ class PipelineConfig:
     target_fields: List[str] = opt(
         [], "Fields each Data-Juicer operator reads (it runs once per field) unless its args name a text_key."
     )
-    save_input: bool = opt(False, "Keep a copy of the experiences entering the pipeline.", unused="the pipeline keeps no copy of its input")
-    input_save_path: Optional[str] = opt(None, "Where save_input writes.", unused="the pipeline keeps no copy of its input")
-    config_path: Optional[str] = opt(None, "A Data-Juicer recipe file.", unused="operators are listed in operators")
-    priority_weights: Dict[str, float] = opt({}, "Weights of task priority features.", unused="task priorities are not built")
-    top_k: int = opt(-1, "Keep only the top-k tasks by priority.", unused="task priorities are not built")
+    save_input: bool = opt(
+        False, "Experience pipeline: append every experience entering it, before any operator, as one JSON line "
+        "to input_save_path."
+    )
+    input_save_path: Optional[str] = opt(
+        None, "Where save_input writes (a .jsonl file); unset: <run directory>/buffer/explorer_output.jsonl."
+    )
+    config_path: Optional[str] = opt(
+        None, "A Data-Juicer recipe file whose `process` operators the pipeline runs in place of operators "
+        "(its text_keys, else target_fields, are the fields they read)."
+    )
+    priority_weights: Dict[str, float] = opt(
+        {}, "Task pipeline: weights of the task scores quality and difficulty (from the operators' Data-Juicer "
+        "stats); tasks are ordered by the weighted sum, highest first. Only top_k set: quality 1.0, difficulty -0.7."
+    )
+    top_k: int = opt(-1, "Task pipeline: keep only the top-k tasks by priority (-1: all).")
 
 
 @dataclass

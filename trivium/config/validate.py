@@ -20,9 +20,10 @@ from trivium.config.placement_rules import check_placement
 from trivium.config.run_length import check_run_length
 from trivium.config.schema import DATA_JUICER_AUTO_START, DATA_JUICER_NO_SERVER, TriviumConfig
 from trivium.config.taskset_size import count_rows
+from trivium.config.tinker_rules import check_tinker
 from trivium.config.typecheck import check_values
 from trivium.config.unused_keys import unsupported_key_problems, unused_key_notes
-from trivium.config.workflow_rules import check_workflows, workflow_notes
+from trivium.config.workflow_rules import check_workflows, keyed_tasksets, workflow_notes
 from trivium.serve.config_rules import check_serve_mode, serve_notes
 
 
@@ -159,7 +160,7 @@ def _data(config: TriviumConfig, problems: list[Problem]) -> None:
         ))
     if config.mode == "bench" and not explorer_input.eval_tasksets:
         problems.append(Problem("buffer.explorer_input.eval_tasksets", "bench mode needs at least one eval taskset"))
-    for key, taskset in _tasksets(config):
+    for key, taskset in keyed_tasksets(config):
         if taskset.storage_type == "queue":
             problems.append(Problem(f"{key}.storage_type", "a taskset is read from 'file' or 'sql', not a queue"))
         elif not taskset.path:
@@ -189,7 +190,7 @@ def _data(config: TriviumConfig, problems: list[Problem]) -> None:
     buffer_key = "buffer.trainer_input.experience_buffer"
     for group in ("tasksets", "eval_tasksets"):
         seen: dict[str, str] = {}
-        in_group = [(k, st) for k, st in _tasksets(config) if k.startswith(f"buffer.explorer_input.{group}[")]
+        in_group = [(k, st) for k, st in keyed_tasksets(config) if k.startswith(f"buffer.explorer_input.{group}[")]
         for key, storage in in_group + [(buffer_key, experience)]:
             if storage.name in seen:
                 problems.append(Problem(f"{key}.name", f"'{storage.name}' is already used by {seen[storage.name]}; names must be unique"))
@@ -321,6 +322,7 @@ def _model_apis(config: TriviumConfig, problems: list[Problem]) -> None:
 RULES: list[Callable[[TriviumConfig, list[Problem]], None]] = [
     _required, _ranges, _token_limits, check_algorithm, _data, _devices, _sync, _engines_and_trainer,
     _model_apis, check_placement, unsupported_key_problems, check_workflows, check_serve_mode, check_run_length,
+    check_tinker,
 ]
 
 
@@ -328,14 +330,6 @@ def _engines(config: TriviumConfig):
     yield "explorer.rollout_model", config.explorer.rollout_model
     for index, aux in enumerate(config.explorer.auxiliary_models):
         yield f"explorer.auxiliary_models[{index}]", aux
-
-
-def _tasksets(config: TriviumConfig):
-    explorer_input = config.buffer.explorer_input
-    for index, taskset in enumerate(explorer_input.tasksets):
-        yield f"buffer.explorer_input.tasksets[{index}]", taskset
-    for index, taskset in enumerate(explorer_input.eval_tasksets):
-        yield f"buffer.explorer_input.eval_tasksets[{index}]", taskset
 
 
 # ---------------------------------------------------------------- suggestions
@@ -361,8 +355,6 @@ def suggestions(config: TriviumConfig) -> list[Suggestion]:
         ))
     if config.mode == "colocate" and cluster.device_type == "cuda" and cluster.node_num * cluster.gpu_per_node > 1:
         advice.append(Suggestion("mode", "colocate uses a single GPU; mode: both can use the others"))
-    if config.model.tinker.enable and config.model.lora_configs:
-        advice.append(Suggestion("model.lora_configs", "ignored because model.tinker.enable is true", "note"))
     if config.service.data_juicer and config.service.data_juicer.auto_start:
         advice.append(Suggestion("service.data_juicer.auto_start", DATA_JUICER_AUTO_START, "note"))
     advice += algorithm_notes(config)

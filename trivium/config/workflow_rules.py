@@ -1,4 +1,5 @@
-"""Validation of the workflow and reward-function names each taskset uses.
+"""Validation of the workflow and reward-function names each taskset uses, walking the
+tasksets with ``keyed_tasksets`` (each with its key; the other taskset rules walk them so too).
 
 Owns: a workflow name must be registered, or be a dotted path that imports here (the
 explorer builds workflows in this process or in Ray actors with the same environment, so a
@@ -20,7 +21,8 @@ from trivium.config.schema import TriviumConfig
 EXPLORING_MODES = ("both", "explore", "colocate", "bench")
 
 
-def _tasksets(config: TriviumConfig):
+def keyed_tasksets(config: TriviumConfig):
+    """Every training and evaluation taskset, each with its key (``buffer.explorer_input.tasksets[0]``)."""
     explorer_input = config.buffer.explorer_input
     for index, taskset in enumerate(explorer_input.tasksets):
         yield f"buffer.explorer_input.tasksets[{index}]", taskset
@@ -36,7 +38,7 @@ def check_workflows(config: TriviumConfig, problems: list[Problem]) -> None:
     from trivium.workflows.registry import WORKFLOWS
 
     reported: set[str] = set()  # one message per name, even when several tasksets use it
-    for key, taskset in _tasksets(config):
+    for key, taskset in keyed_tasksets(config):
         workflow_key = f"{key}.default_workflow_type"
         workflow = _check_name(WORKFLOWS, taskset.default_workflow_type, workflow_key, problems, reported)
         reward = taskset.default_reward_fn_type
@@ -83,7 +85,7 @@ def workflow_notes(config: TriviumConfig) -> list[Suggestion]:
     from trivium.rewards.registry import REWARD_FNS
 
     notes = []
-    for key, taskset in _tasksets(config):
+    for key, taskset in keyed_tasksets(config):
         reward = taskset.default_reward_fn_type
         if config.mode in EXPLORING_MODES and reward and not is_dotted_path(reward) and reward not in REWARD_FNS:
             notes.append(Suggestion(

@@ -27,6 +27,7 @@ from trivium.data.reasoning_gym_tasks import (
     is_reasoning_gym_task,
 )
 from trivium.data.textworld_games import generate_textworld
+from trivium.data.tool_arithmetic import generate_tool_arithmetic
 from trivium.errors import UserError
 
 TASK_GENERATORS: dict[str, Callable[..., list[dict]]] = {
@@ -36,6 +37,7 @@ TASK_GENERATORS: dict[str, Callable[..., list[dict]]] = {
     "guessing": generate_guessing,
     "gymnasium": generate_gymnasium,
     "textworld": generate_textworld,
+    "tool_arithmetic": generate_tool_arithmetic,
 }
 FORMATS = ("jsonl", "parquet")
 # Given by build_task_data, not options: a generator that writes files besides its rows takes out_dir.
@@ -71,7 +73,8 @@ def build_task_data(
     ``env_kwargs``, ``seed``, ``question`` and a random action as ``response``; textworld
     rows point at games compiled under ``out_dir/games`` (``trivium.data.textworld_games``). The same
     arguments always write the same rows. ``reasoning_gym:NAME`` rows are laid out in
-    ``trivium.data.reasoning_gym_tasks``. Returns ``out_dir``.
+    ``trivium.data.reasoning_gym_tasks``, tool_arithmetic rows (calculator tool, SFT
+    transcript in ``messages``) in ``trivium.data.tool_arithmetic``. Returns ``out_dir``.
     """
     if is_reasoning_gym_task(task):
         check_dataset_name(task.removeprefix(REASONING_GYM_PREFIX))

@@ -302,20 +302,7 @@ class RunnerPool:
                 try:
                     attempt_start = time.perf_counter()
                     output = self._attempt(unit, runner_id, self.attempt_timeout(), cancel)
-                    attempt_seconds = time.perf_counter() - attempt_start
-                    experiences, dropped = validate_output(
-                        output, vocab_size=self.vocab_size, max_abs_reward=self.max_abs_reward
-                    )
-                    if self.dynamic_timeout is not None:
-                        self.dynamic_timeout.record_success(attempt_seconds)
-                    for reason in dropped:
-                        log.warning("task %s: dropped %s", unit.task.task_id, reason)
-                    result.dropped = dropped
-                    for i, exp in enumerate(experiences):
-                        exp.group_id = exp.group_id or unit.task.task_id
-                        exp.task_id = unit.task.task_id
-                        exp.run_id = unit.run_id_offset + i
-                    result.experiences, result.error, result.user_error = experiences, None, None
+                    self._take_output(output, result, seconds=time.perf_counter() - attempt_start, log=log)
                     break
                 except ComponentDied:
                     raise  # an engine's process is gone: no retry can help, the run stops
@@ -349,6 +336,24 @@ class RunnerPool:
             self._release_runner(runner_id)
             self._count_unfinished(-1)
         return result
+
+    def _take_output(self, output: Any, result: UnitResult, *, seconds: float, log: logging.Logger) -> None:
+        """A finished attempt's experiences, checked (what fails the checks is dropped and logged)
+        and labelled with their task, group and run ids; a check that raises fails the attempt."""
+        unit = result.unit
+        experiences, dropped = validate_output(
+            output, vocab_size=self.vocab_size, max_abs_reward=self.max_abs_reward
+        )
+        if self.dynamic_timeout is not None:
+            self.dynamic_timeout.record_success(seconds)
+        for reason in dropped:
+            log.warning("task %s: dropped %s", unit.task.task_id, reason)
+        result.dropped = dropped
+        for i, exp in enumerate(experiences):
+            exp.group_id = exp.group_id or unit.task.task_id
+            exp.task_id = unit.task.task_id
+            exp.run_id = unit.run_id_offset + i
+        result.experiences, result.error, result.user_error = experiences, None, None
 
     def _attempt(
         self, unit: RunUnit, runner_id: int, timeout: float | None, cancel: threading.Event | None

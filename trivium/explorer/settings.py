@@ -34,10 +34,12 @@ class EngineSettings:
     enable_sleep_mode: bool = False
     # torch threads of the engine's compute (None: the process default); see runtime/cpu_share.py.
     compute_threads: int | None = None
-    # OpenAI-compatible API (engine_type external)
+    # OpenAI-compatible API (engine_type external); the service's base model name (engine_type tinker)
     base_url: str | None = None
     api_key: str | None = None
     model_name: str | None = None
+    # How long one call to a remote service may take (engine_type tinker: synchronizer.sync_timeout)
+    request_timeout: float | None = None
     name: str | None = None
     # Engine options set in the config (enable_prefix_caching, ...): the engine uses or refuses each.
     options: dict[str, Any] = field(default_factory=dict)
@@ -61,6 +63,8 @@ class EngineSettings:
             kwargs["rope_theta"] = self.rope_theta
         if self.engine_type == "external":
             kwargs.update(base_url=self.base_url, api_key=self.api_key, model_name=self.model_name)
+        if self.engine_type == "tinker":
+            kwargs.update(base_model=self.model_name, request_timeout=self.request_timeout)
         if self.engine_type == "hf":
             if self.tensor_parallel_size != 1:
                 raise UserError("explorer.rollout_model.tensor_parallel_size: the hf engine runs on one device; set it to 1")

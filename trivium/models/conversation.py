@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from trivium.core.episode_turns import TURNS_KEY, episode_turns
 from trivium.core.experience import Experience
 from trivium.errors import UserError
 from trivium.models.chat import encode_chat_prompt, render_chat
@@ -98,6 +99,8 @@ class Conversation:
     renderer: Renderer | None = None
     # Text every reply starts with: after each generation prompt, as prompt tokens (not trained)
     reply_prefix: str = ""
+    # How many of ``messages`` the first rendering (the prompt) holds
+    prompt_messages: int = 0
 
     @classmethod
     def start(
@@ -117,6 +120,7 @@ class Conversation:
             reply_prefix=reply_prefix,
             messages=[dict(m) for m in messages],
             visible_messages=[dict(m) for m in messages],
+            prompt_messages=len(messages),
             tools=tools,
             tokens=list(ids),
             prompt_length=len(ids),
@@ -207,8 +211,11 @@ class Conversation:
     # ---- the result ----------------------------------------------------------------------
 
     def to_experience(self) -> Experience:
+        """The episode so far. After one model turn ``response_text`` is the reply; after several
+        it is every turn after the prompt (the template's text of the environment's messages
+        included), and ``info["turns"]`` holds each message with its span (``core/episode_turns.py``)."""
         output = self.last_output
-        return Experience(
+        experience = Experience(
             tokens=torch.tensor(self.tokens, dtype=torch.long),
             prompt_length=self.prompt_length,
             logprobs=torch.tensor(self.logprobs, dtype=torch.float32),
@@ -225,6 +232,24 @@ class Conversation:
             },
             metrics=self.drift_metrics() if self.model_turns > 1 else {},
         )
+        if self.model_turns > 1:
+            experience.response_text = self.text_after_prompt()
+            experience.info[TURNS_KEY] = episode_turns(
+                messages=self.messages,
+                prompt_messages=self.prompt_messages,
+                prompt_length=self.prompt_length,
+                action_mask=self.action_mask,
+                reply_prefix=self.reply_prefix,
+            )
+        return experience
+
+    def text_after_prompt(self) -> str:
+        if self.text.startswith(self.prompt_text):
+            return self.text[len(self.prompt_text) :]
+        tokenizer = self.renderer.tokenizer if self.renderer is not None else None
+        if tokenizer is None:
+            return ""
+        return tokenizer.decode(self.tokens[self.prompt_length :], skip_special_tokens=False)
 
     def drift_metrics(self) -> dict[str, float]:
         """Turns whose re-rendering diverged: in text (the template) or only in ids (tokenization)."""

@@ -13,8 +13,9 @@ served model version is in ``system_fingerprint`` (``trivium-v<version>``).
 
 Supported: ``messages``, ``n``, ``temperature``, ``top_p``, ``max_tokens`` /
 ``max_completion_tokens``, ``seed``, ``tools`` with ``tool_choice`` ``auto`` or ``none``,
-``logprobs``. Anything else (``stop``, ``stream``, a forced ``tool_choice``, ...) is an
-error that names the argument, never silently dropped.
+``logprobs``. Anything else (``stop``, ``stream``, ...) is an error that names the argument,
+never silently dropped. A forced ``tool_choice`` (``required``, or a named function) is
+refused with the same message as the HTTP server's (``tool_choice.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from trivium.core.experience import Experience
 from trivium.errors import UserError
+from trivium.models.tool_choice import ToolChoiceError, tools_to_render
 
 if TYPE_CHECKING:
     from trivium.models.wrapper import ModelWrapper
@@ -105,10 +107,10 @@ class _Request:
         self.messages = plain_messages(kwargs["messages"])
         self.n = int(kwargs.get("n") or 1)
         self.want_logprobs = bool(kwargs.get("logprobs"))
-        tool_choice = kwargs.get("tool_choice") or "auto"
-        if tool_choice not in ("auto", "none"):
-            raise UserError(f"tool_choice {tool_choice!r} is not supported; use 'auto' or 'none'")
-        self.tools = kwargs.get("tools") if tool_choice == "auto" else None
+        try:
+            self.tools = tools_to_render(kwargs.get("tool_choice"), kwargs.get("tools"))
+        except ToolChoiceError as error:
+            raise UserError(str(error)) from error
         max_tokens = kwargs.get("max_completion_tokens") or kwargs.get("max_tokens")
         self.rollout_args = {
             key: value

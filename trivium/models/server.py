@@ -6,7 +6,8 @@ Sampling is the engine's job; concurrent requests are merged into shared engine 
 
 * ``GET /health`` and ``GET /v1/models``;
 * ``POST /v1/completions`` (text or token-id prompts; ``echo`` scores the prompt) and
-  ``POST /v1/chat/completions`` (rendered with the tokenizer's chat template);
+  ``POST /v1/chat/completions`` (rendered with the tokenizer's chat template; ``tool_choice``
+  read as the in-process client reads it, ``tool_choice.py``: a forced call is refused);
 * ``POST /v1/trivium/generate`` and ``POST /v1/trivium/logprobs``: the engine interface over
   HTTP, with exact token ids, per-token logprobs and the model version, so experiences built
   from a remote engine are identical to ones built in-process.
@@ -32,17 +33,14 @@ answers with an OpenAI-style error body; see ``server_guard``.
 from __future__ import annotations
 
 import logging
-import re
-import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, fields
 from typing import Any
 
 from trivium.errors import UserError
-from trivium.models.chat import encode_chat_prompt, encode_text_prompt, render_chat
+from trivium.models.chat import encode_chat_prompt, render_chat
 from trivium.models.engine.base import GenerationOutput, InferenceEngine, SamplingParams
 from trivium.models.engine.batcher import RequestBatcher
 from trivium.models.server_guard import (
@@ -56,125 +54,27 @@ from trivium.models.server_guard import (
     check_samples,
     exposure_warning,
 )
+from trivium.models.server_requests import (  # noqa: F401 - output_from_dict is imported from here
+    SAMPLING_FIELDS,
+    TOKEN_ID_PREFIX,
+    completion_prompts,
+    output_from_dict,
+    output_to_dict,
+    refuse_streaming,
+    requested_tools,
+    sampling_params,
+    session_rollout_args,
+    stop_strings_as_token_ids,
+    template_options,
+    token_strings,
+    usage_counts,
+    version_fields,
+)
+from trivium.models.server_transport import SESSION_HEADER, SessionPathPrefix, check_port_free, free_port
 
 logger = logging.getLogger(__name__)
 
-TOKEN_ID_PREFIX = "token_id:"
-SESSION_HEADER = "X-Session-Id"
 VERSION_HEADER = "X-Model-Version"
-SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingParams))
-# Request keys that map one-to-one onto SamplingParams (OpenAI names plus vLLM's extras).
-_PASSTHROUGH_SAMPLING_KEYS = ("temperature", "top_p", "top_k", "repetition_penalty", "min_tokens", "n", "seed")
-
-
-# ---------------------------------------------------------------- request parsing
-def sampling_params(body: dict[str, Any], *, max_tokens_key: str = "max_tokens", default_max_tokens: int = 16,
-                    stop_token_ids: tuple[int, ...] = ()) -> SamplingParams:
-    """SamplingParams from an OpenAI-style request body; unset keys keep the OpenAI defaults."""
-    args = {key: body[key] for key in _PASSTHROUGH_SAMPLING_KEYS if body.get(key) is not None}
-    max_tokens = body.get(max_tokens_key)
-    args["max_tokens"] = default_max_tokens if max_tokens is None else max_tokens
-    stop_ids = tuple(body.get("stop_token_ids") or ()) + tuple(stop_token_ids)
-    if stop_ids:
-        args["stop_token_ids"] = stop_ids
-    try:
-        args["min_tokens"] = min(int(args.get("min_tokens", 0)), int(args["max_tokens"]))
-        return SamplingParams(**args)
-    except (TypeError, ValueError) as error:
-        raise BadRequest(f"invalid sampling parameters: {error}") from error
-
-
-def stop_strings_as_token_ids(tokenizer, stop: str | list[str] | None) -> tuple[int, ...]:
-    """``stop`` strings that are exactly one token become stop ids; longer ones are refused."""
-    if not stop:
-        return ()
-    stops = [stop] if isinstance(stop, str) else list(stop)
-    ids = []
-    for text in stops:
-        encoded = tokenizer(text, add_special_tokens=False)["input_ids"]
-        if len(encoded) != 1:
-            raise BadRequest(
-                f"stop string {text!r} is {len(encoded)} tokens; this server stops on single tokens only "
-                "(use a one-token stop string or stop_token_ids)"
-            )
-        ids.append(int(encoded[0]))
-    return tuple(ids)
-
-
-def completion_prompts(tokenizer, prompt: Any) -> list[list[int]]:
-    """The token ids of each prompt: a string, a list of ids, or a list of either."""
-    if isinstance(prompt, str):
-        return [encode_text_prompt(tokenizer, prompt)]
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-        return [list(prompt)]
-    if isinstance(prompt, list) and prompt:
-        return [ids for item in prompt for ids in completion_prompts(tokenizer, item)]
-    raise BadRequest("`prompt` must be a non-empty string, list of token ids, or a list of those")
-
-
-def _refuse_streaming(body: dict[str, Any]) -> None:
-    if body.get("stream"):
-        raise BadRequest("streaming is not supported by this server; send stream=false")
-
-
-def template_options(body: dict[str, Any]) -> dict[str, Any]:
-    """A request's ``chat_template_kwargs``: ``enable_thinking`` reaches the chat template; other keys are refused."""
-    kwargs = body.get("chat_template_kwargs") or {}
-    if not isinstance(kwargs, dict):
-        raise BadRequest("`chat_template_kwargs` must be an object")
-    unknown = sorted(set(kwargs) - {"enable_thinking"})
-    if unknown:
-        raise BadRequest(f"`chat_template_kwargs` {unknown} are not supported; only enable_thinking is")
-    enable_thinking = kwargs.get("enable_thinking")
-    if enable_thinking is None:
-        return {}
-    if not isinstance(enable_thinking, bool):
-        raise BadRequest(f"`chat_template_kwargs.enable_thinking` must be true or false, got {enable_thinking!r}")
-    return {"enable_thinking": enable_thinking}
-
-
-def session_rollout_args(body: dict[str, Any]) -> dict[str, Any]:
-    """The sampling keys of a recorded chat request, as the model wrapper's rollout arguments."""
-    if body.get("stop") or body.get("stop_token_ids"):
-        raise BadRequest("`stop` is not supported in recorded sessions; the model stops at its end-of-turn token")
-    args = {key: body[key] for key in ("temperature", "top_p", "top_k", "repetition_penalty", "min_tokens", "seed")
-            if body.get(key) is not None}
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    if max_tokens is not None:
-        args["max_tokens"] = max_tokens
-    for key, value in args.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise BadRequest(f"`{key}` must be a number, got {value!r}")
-    if "max_tokens" in args and (not isinstance(args["max_tokens"], int) or args["max_tokens"] < 1):
-        raise BadRequest(f"`max_tokens` must be a positive integer, got {args['max_tokens']!r}")
-    return args
-
-
-# ---------------------------------------------------------------- response shaping
-def _token_strings(tokenizer, token_ids: list[int], as_ids: bool) -> list[str]:
-    if as_ids:
-        return [f"{TOKEN_ID_PREFIX}{t}" for t in token_ids]
-    return [tokenizer.decode([t]) for t in token_ids]
-
-
-def _usage(prompts: list[list[int]], outputs: list[list[GenerationOutput]]) -> dict[str, int]:
-    prompt_tokens = sum(len(p) for p in prompts)
-    completion_tokens = sum(len(o.token_ids) for group in outputs for o in group)
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
-
-
-def output_to_dict(output: GenerationOutput) -> dict[str, Any]:
-    return asdict(output)
-
-
-def output_from_dict(data: dict[str, Any]) -> GenerationOutput:
-    return GenerationOutput(**{f.name: data[f.name] for f in fields(GenerationOutput) if f.name in data})
-
-
-def _version_fields(version: int) -> dict[str, Any]:
-    """The served model version, as trivium's field and in OpenAI's ``system_fingerprint``."""
-    return {"model_version": int(version), "system_fingerprint": f"trivium-v{int(version)}"}
 
 
 # ---------------------------------------------------------------- the service
@@ -208,7 +108,7 @@ class EngineService:
         ]}
 
     def completions(self, body: dict[str, Any]) -> dict[str, Any]:
-        _refuse_streaming(body)
+        refuse_streaming(body)
         check_model_name(body.get("model"), self.model_name)
         prompts = completion_prompts(self.tokenizer, body.get("prompt"))
         stop_ids = stop_strings_as_token_ids(self.tokenizer, body.get("stop"))
@@ -234,14 +134,14 @@ class EngineService:
                     values = prompt_scores[prompt_index] + values if prompt_scores else values
                 logprobs = None
                 if want_logprobs:
-                    logprobs = {"tokens": _token_strings(self.tokenizer, token_ids, as_ids), "token_logprobs": values,
+                    logprobs = {"tokens": token_strings(self.tokenizer, token_ids, as_ids), "token_logprobs": values,
                                 "top_logprobs": None, "text_offset": None}
                 choices.append({"index": len(choices), "text": text, "logprobs": logprobs,
                                 "finish_reason": output.finish_reason})
         version = outputs[0][0].model_version
         return {"id": f"cmpl-{time.time_ns()}", "object": "text_completion", "created": int(time.time()),
-                "model": self.model_name, "choices": choices, "usage": _usage(prompts, outputs),
-                **_version_fields(version)}
+                "model": self.model_name, "choices": choices, "usage": usage_counts(prompts, outputs),
+                **version_fields(version)}
 
     def _prompt_logprobs(self, prompts: list[list[int]]) -> list[list[float | None]]:
         """Each prompt token's logprob given the ones before it; the first has none."""
@@ -255,14 +155,15 @@ class EngineService:
         return scores
 
     def chat_completions(self, body: dict[str, Any], session_id: str | None = None) -> dict[str, Any]:
-        _refuse_streaming(body)
+        refuse_streaming(body)
         check_model_name(body.get("model"), self.model_name)
         messages = body.get("messages")
         check_messages(messages)
+        tools = requested_tools(body)
         if session_id is not None:
-            return self._session_chat(body, session_id)
+            return self._session_chat(body, session_id, tools)
         try:
-            text = render_chat(self.tokenizer, messages, tools=body.get("tools"), **template_options(body))
+            text = render_chat(self.tokenizer, messages, tools=tools, **template_options(body))
         except UserError:
             raise
         except Exception as error:  # the chat template (Jinja) failed on this request's content
@@ -279,7 +180,7 @@ class EngineService:
             choice = {"index": index, "message": {"role": "assistant", "content": output.text},
                       "finish_reason": output.finish_reason, "logprobs": None}
             if body.get("logprobs"):
-                strings = _token_strings(self.tokenizer, output.token_ids, bool(body.get("return_tokens_as_token_ids")))
+                strings = token_strings(self.tokenizer, output.token_ids, bool(body.get("return_tokens_as_token_ids")))
                 choice["logprobs"] = {"content": [
                     {"token": s, "logprob": v, "bytes": list(s.encode("utf-8")), "top_logprobs": []}
                     for s, v in zip(strings, output.logprobs)
@@ -288,13 +189,13 @@ class EngineService:
                 choice["token_ids"] = list(output.token_ids)
             choices.append(choice)
         response = {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()),
-                    "model": self.model_name, "choices": choices, "usage": _usage([prompt], outputs),
-                    **_version_fields(outputs[0][0].model_version)}
+                    "model": self.model_name, "choices": choices, "usage": usage_counts([prompt], outputs),
+                    **version_fields(outputs[0][0].model_version)}
         if with_token_ids:
             response["prompt_token_ids"] = prompt
         return response
 
-    def _session_chat(self, body: dict[str, Any], session_id: str) -> dict[str, Any]:
+    def _session_chat(self, body: dict[str, Any], session_id: str, tools: list[dict] | None) -> dict[str, Any]:
         """A chat turn of a recorded session: sampled through the session recorder, token-exact."""
         if self.sessions is None:
             raise BadRequest(
@@ -304,7 +205,7 @@ class EngineService:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise BadRequest(f"`n` must be a positive integer, got {n!r}")
         check_samples(prompts=1, n=n, limits=self.limits)
-        turns = self.sessions.chat(session_id, body["messages"], tools=body.get("tools"), n=n,
+        turns = self.sessions.chat(session_id, body["messages"], tools=tools, n=n,
                                    rollout_args=session_rollout_args(body), **template_options(body))
         choices = []
         for index, turn in enumerate(turns):
@@ -316,7 +217,7 @@ class EngineService:
             choice = {"index": index, "message": message, "logprobs": None,
                       "finish_reason": "tool_calls" if turn.tool_calls else turn.finish_reason}
             if body.get("logprobs"):
-                strings = _token_strings(self.tokenizer, turn.token_ids, bool(body.get("return_tokens_as_token_ids")))
+                strings = token_strings(self.tokenizer, turn.token_ids, bool(body.get("return_tokens_as_token_ids")))
                 choice["logprobs"] = {"content": [
                     {"token": s, "logprob": v, "bytes": list(s.encode("utf-8")), "top_logprobs": []}
                     for s, v in zip(strings, turn.logprobs)
@@ -330,7 +231,7 @@ class EngineService:
                     "model": self.model_name, "choices": choices,
                     "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                               "total_tokens": prompt_tokens + completion_tokens},
-                    "session_id": session_id, **_version_fields(turns[0].model_version)}
+                    "session_id": session_id, **version_fields(turns[0].model_version)}
         if body.get("return_token_ids"):  # the episode so far, the same for every choice
             response["prompt_token_ids"] = list(turns[0].prompt_token_ids)
         return response
@@ -385,25 +286,6 @@ class EngineService:
         self.batcher.close()
 
 
-class SessionPathPrefix:
-    """ASGI middleware: ``/sessions/<id>/v1/...`` is served as ``/v1/...`` with ``X-Session-Id: <id>``."""
-
-    PATTERN = re.compile(r"^/sessions/([A-Za-z0-9_.:-]{1,200})(/v1/.*)$")
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http":
-            match = self.PATTERN.match(scope["path"])
-            if match:
-                session_id, path = match.groups()
-                header = SESSION_HEADER.lower().encode()
-                headers = [(name, value) for name, value in scope["headers"] if name.lower() != header]
-                scope = dict(scope, path=path, raw_path=path.encode(), headers=[*headers, (header, session_id.encode())])
-        await self.app(scope, receive, send)
-
-
 def create_app(engine: InferenceEngine, model_name: str = "trivium", model_path: str | None = None, *,
                api_key: str | None = None, limits: ServerLimits = ServerLimits(), sessions: Any = None):
     """A FastAPI app serving ``engine``; ``model_name`` is the id clients send as ``model``.
@@ -414,51 +296,13 @@ def create_app(engine: InferenceEngine, model_name: str = "trivium", model_path:
     are served when the recorder declares ``takes_feedback``.
     """
     from fastapi import FastAPI, Request, Response
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
 
     service = EngineService(engine, model_name, model_path, limits, sessions)
     app = FastAPI(title=f"trivium model server ({model_name})")
     app.state.service = service
     app.add_middleware(SessionPathPrefix)
 
-    def refuse(problem: HTTPProblem) -> JSONResponse:
-        return JSONResponse(status_code=problem.status, content=problem.body(),
-                            headers={VERSION_HEADER: str(engine.version())})
-
-    @app.exception_handler(UserError)
-    async def user_error(_request: Request, error: UserError) -> JSONResponse:
-        return refuse(error if isinstance(error, HTTPProblem) else BadRequest(str(error)))
-
-    @app.exception_handler(RequestValidationError)
-    async def malformed_body(_request: Request, error: RequestValidationError) -> JSONResponse:
-        first = error.errors()[0] if error.errors() else {}
-        where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
-        detail = f"{first.get('msg', 'invalid')}{f' at {where}' if where else ''}"
-        return refuse(BadRequest(f"the request body must be a JSON object: {detail}"))
-
-    @app.exception_handler(Exception)
-    async def unexpected(_request: Request, error: Exception) -> JSONResponse:
-        logger.exception("request failed")
-        return JSONResponse(status_code=500, content={"error": {
-            "message": f"internal error: {type(error).__name__}: {error}", "type": "server_error",
-            "param": None, "code": None}})
-
-    @app.middleware("http")
-    async def guard(request: Request, call_next):
-        try:
-            if request.url.path != "/health":
-                check_api_key(request.headers.get("authorization"), api_key)
-            if request.method == "POST":
-                declared = request.headers.get("content-length")
-                size = int(declared) if declared and declared.isdigit() else len(await request.body())
-                check_request_size(size, limits)
-        except HTTPProblem as problem:
-            return refuse(problem)
-        response = await call_next(request)
-        if VERSION_HEADER not in response.headers:  # handlers that sampled set the version they used
-            response.headers[VERSION_HEADER] = str(engine.version())
-        return response
+    install_refusals(app, engine, api_key=api_key, limits=limits)
 
     # Handlers are plain functions: FastAPI runs them in its thread pool, so a slow
     # generation never blocks /health, and concurrent requests meet in the batcher.
@@ -497,6 +341,63 @@ def create_app(engine: InferenceEngine, model_name: str = "trivium", model_path:
     return app
 
 
+def install_refusals(app: Any, engine: InferenceEngine, *, api_key: str | None, limits: ServerLimits) -> None:
+    """The app's error bodies (OpenAI's shape, with the served version) and its guard: the API
+    key and the request size bound, checked before any handler runs."""
+    from fastapi import Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    def refuse(problem: HTTPProblem) -> JSONResponse:
+        return JSONResponse(status_code=problem.status, content=problem.body(),
+                            headers={VERSION_HEADER: str(engine.version())})
+
+    @app.exception_handler(UserError)
+    async def user_error(_request: Request, error: UserError) -> JSONResponse:
+        return refuse(error if isinstance(error, HTTPProblem) else BadRequest(str(error)))
+
+    @app.exception_handler(RequestValidationError)
+    async def malformed_body(_request: Request, error: RequestValidationError) -> JSONResponse:
+        first = error.errors()[0] if error.errors() else {}
+        where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
+        detail = f"{first.get('msg', 'invalid')}{f' at {where}' if where else ''}"
+        return refuse(BadRequest(f"the request body must be a JSON object: {detail}"))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def framework_refusal(_request: Request, error: StarletteHTTPException) -> JSONResponse:
+        # The framework's own refusals (a body it cannot parse, such as a number of more digits
+        # than Python reads; an unknown path) in the same error shape, with their cause.
+        problem = HTTPProblem(f"{error.detail}: {error.__cause__}" if error.__cause__ else str(error.detail))
+        problem.status = error.status_code
+        response = refuse(problem)
+        response.headers.update(error.headers or {})  # 405's Allow
+        return response
+
+    @app.exception_handler(Exception)
+    async def unexpected(_request: Request, error: Exception) -> JSONResponse:
+        logger.exception("request failed")
+        return JSONResponse(status_code=500, content={"error": {
+            "message": f"internal error: {type(error).__name__}: {error}", "type": "server_error",
+            "param": None, "code": None}})
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next):
+        try:
+            if request.url.path != "/health":
+                check_api_key(request.headers.get("authorization"), api_key)
+            if request.method == "POST":
+                declared = request.headers.get("content-length")
+                size = int(declared) if declared and declared.isdigit() else len(await request.body())
+                check_request_size(size, limits)
+        except HTTPProblem as problem:
+            return refuse(problem)
+        response = await call_next(request)
+        if VERSION_HEADER not in response.headers:  # handlers that sampled set the version they used
+            response.headers[VERSION_HEADER] = str(engine.version())
+        return response
+
+
 def _resolved(endpoint, **classes):
     """``endpoint`` with the FastAPI classes its parameters name: this module's annotations are
     strings (``from __future__ import annotations``), and FastAPI, imported lazily, is not
@@ -506,21 +407,6 @@ def _resolved(endpoint, **classes):
 
 
 # ---------------------------------------------------------------- running it
-def check_port_free(host: str, port: int, *, key: str = "--port") -> None:
-    """A clear error naming ``key`` when ``host:port`` cannot be listened on."""
-    with socket.socket() as probe:
-        try:
-            probe.bind((host, port))
-        except OSError as error:
-            raise UserError(f"cannot listen on {host}:{port} ({error.strerror}); choose another {key}") from None
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
-
-
 def serve(engine: InferenceEngine, *, host: str = "127.0.0.1", port: int = 8010, model_name: str = "trivium",
           model_path: str | None = None, log_level: str = "warning", api_key: str | None = None,
           limits: ServerLimits = ServerLimits()) -> None:

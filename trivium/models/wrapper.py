@@ -39,6 +39,7 @@ from trivium.models.engine.batcher import RequestBatcher
 from trivium.models.engine.busy_clients import BusyClients
 from trivium.models.reasoning import ReasoningParser, reasoning_parser_named
 from trivium.models.tool_calls import ToolCallParser, tool_call_parser_named
+from trivium.models.wrapper_clients import OpenAIClients
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ ROLLOUT_ARG_KEYS = (
 )
 
 
-class ModelWrapper:
+class ModelWrapper(OpenAIClients):
     def __init__(
         self,
         engine: InferenceEngine,
@@ -211,43 +212,6 @@ class ModelWrapper:
             tokens = tokens.tolist()
         return self.engine.compute_logprobs([list(tokens)], [prompt_length])[0]
 
-    def get_openai_client(self):
-        """The official ``openai.OpenAI`` client of this workflow's HTTP endpoint (``enable_openai_api``).
-
-        Its base URL (``openai_base_url``) names this workflow's session, so the calls are
-        recorded in this view's history like ``chat`` calls; agent frameworks that build their
-        own client take ``openai_base_url``, ``openai_api_key`` and ``openai_model_name``.
-        """
-        from openai import OpenAI
-
-        return OpenAI(base_url=self._checked_base_url(), api_key=self.openai_api_key or "none", max_retries=0)
-
-    def get_openai_async_client(self):
-        """Like ``get_openai_client``, an ``openai.AsyncOpenAI``."""
-        from openai import AsyncOpenAI
-
-        return AsyncOpenAI(base_url=self._checked_base_url(), api_key=self.openai_api_key or "none", max_retries=0)
-
-    def _checked_base_url(self) -> str:
-        if self.openai_base_url is None:
-            raise UserError(
-                "this model has no OpenAI-compatible HTTP endpoint: set explorer.rollout_model.enable_openai_api: "
-                "true (or the auxiliary model's), or use model.openai_client() in process"
-            )
-        return self.openai_base_url
-
-    def openai_client(self, *, model_name: str = "policy"):
-        """A client shaped like ``openai.OpenAI`` that calls this wrapper in process."""
-        from trivium.models.openai_client import OpenAIClient
-
-        return OpenAIClient(self, model_name=model_name)
-
-    def openai_async_client(self, *, model_name: str = "policy"):
-        """A client shaped like ``openai.AsyncOpenAI`` that calls this wrapper in process."""
-        from trivium.models.openai_client import AsyncOpenAIClient
-
-        return AsyncOpenAIClient(self, model_name=model_name)
-
     def extract_experience_from_history(self, clear: bool = True) -> list[Experience]:
         """Experiences sampled since the last extraction (only with ``enable_history``).
 
@@ -351,7 +315,9 @@ class ModelWrapper:
         args = {**self.default_rollout_args, **self._checked_args(rollout_args)}
         if n != 1 or "n" not in args:  # an explicit n wins over rollout_args' n
             args["n"] = n
-        max_tokens = args.pop("max_tokens", None) or self.max_response_tokens
+        # A caller's max_tokens and model.max_response_tokens: the smaller wins
+        limits = [limit for limit in (args.pop("max_tokens", None), self.max_response_tokens) if limit]
+        max_tokens = min(limits) if limits else None
         if max_tokens is None:  # no response limit configured: fill the context
             max_tokens = self.max_model_len - min(len(ids), self.max_prompt_tokens or len(ids))
         fitted = fit_prompt(

@@ -21,6 +21,17 @@ from trivium.runtime.settings import RunSettings
 
 
 # ---------------------------------------------------------------- engines and model wrappers
+def trainer_class(settings: Any) -> type:
+    """The trainer for ``TrainerSettings``: on a Tinker service, or here with PyTorch."""
+    if settings.tinker is not None:
+        from trivium.tinker_client.trainer import TinkerTrainer
+
+        return TinkerTrainer
+    from trivium.trainer.trainer import Trainer
+
+    return Trainer
+
+
 def build_engines(engine: EngineSettings) -> list[Any]:
     from trivium.models.engine import create_engine
 
@@ -163,21 +174,17 @@ def build_eval_sets(settings: RunSettings) -> list[EvalSet]:
 
 
 def build_task_pipeline(explorer: ExplorerSettings) -> Any:
+    from trivium.buffer.pipeline import TaskPipeline, pipeline_has_work
+
     pipeline = explorer.task_pipeline
-    if pipeline is None or not pipeline.operators:
-        return None
-    from trivium.buffer.pipeline import TaskPipeline
-
-    return TaskPipeline.from_configs(pipeline.operators, target_fields=pipeline.target_fields)
+    return TaskPipeline.from_pipeline_config(pipeline) if pipeline_has_work(pipeline) else None
 
 
-def build_experience_pipeline(explorer: ExplorerSettings) -> Any:
+def build_experience_pipeline(explorer: ExplorerSettings, run_dir: Any) -> Any:
+    from trivium.buffer.pipeline import ExperiencePipeline, pipeline_has_work
+
     pipeline = explorer.experience_pipeline
-    if pipeline is None or not pipeline.operators:
-        return None
-    from trivium.buffer.pipeline import ExperiencePipeline
-
-    return ExperiencePipeline.from_configs(pipeline.operators, target_fields=pipeline.target_fields)
+    return ExperiencePipeline.from_pipeline_config(pipeline, run_dir) if pipeline_has_work(pipeline) else None
 
 
 def connect_selector_feedback(pipeline: Any, taskset_reader: Any) -> Any:
@@ -207,7 +214,9 @@ def build_explorer(
         batch_size=explorer.batch_size,
         max_steps=explorer.step_limit,
         eval_sets=build_eval_sets(settings),
-        experience_pipeline=connect_selector_feedback(build_experience_pipeline(explorer), taskset_reader),
+        experience_pipeline=connect_selector_feedback(
+            build_experience_pipeline(explorer, settings.run_dir), taskset_reader
+        ),
         advantage_fn=explorer.group_advantage_fn,
         advantage_fn_args=dict(explorer.advantage_fn_args),
         max_repeat_times_per_runner=explorer.runners.max_repeat_times_per_runner,

@@ -44,12 +44,20 @@ def rollout_engine_settings(config: Any, compute_threads: int | None = None) -> 
         compute_threads=compute_threads,
         base_url=os.environ.get(external.base_url_env) if is_external else None,
         api_key=os.environ.get(external.api_key_env) if is_external else None,
-        model_name=external.model_name if is_external else None,
+        model_name=external.model_name if is_external else _tinker_base_model(config, rollout),
+        request_timeout=float(config.synchronizer.sync_timeout),
         name=rollout.name,
         options=engine_options(rollout),
         rope_scaling=dict(config.model.rope_scaling) if config.model.rope_scaling else None,
         rope_theta=None if config.model.rope_theta is None else float(config.model.rope_theta),
     )
+
+
+def _tinker_base_model(config: Any, rollout: Any) -> str | None:
+    """The Tinker service's name of the sampled model (engine_type tinker)."""
+    if rollout.engine_type != "tinker":
+        return None
+    return config.model.tinker.base_model or config.model.model_path
 
 
 def auxiliary_engine_settings(config: Any) -> tuple[EngineSettings, ...]:

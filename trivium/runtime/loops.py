@@ -212,26 +212,7 @@ def run_both(session: RunSession, progress: Any = None) -> None:
 
     def explorer_loop() -> None:
         try:
-            startup_eval(session)
-            while not stop.is_set() and not stop_requested():
-                wait_start = time.perf_counter()
-                next_step = session.explorer.step() + 1
-                try:
-                    update = sync.explorer_update(next_step)
-                except VersionUnreachable as blocked:
-                    session.tally.explorer_stopped(str(blocked))
-                    logger.error("the explorer stops before its step %d: %s", next_step, blocked)
-                    break
-                if stop.is_set() or stop_requested() or sync.trainer_has_finished:
-                    break  # the wait ended because the trainer is done or a stop was asked
-                idle = time.perf_counter() - wait_start
-                if update is not None:
-                    session.log_explorer(session.load_weights(update), session.explorer.step())
-                metrics = timed(explore_once, session, progress, idle_seconds=idle)
-                if metrics is None:
-                    break
-                sync.experiences_written(int(metrics.get("rollout/num_experiences", 0)))
-                eval_if_due(session)
+            _explore_until_stopped(session, progress, stop=stop, timed=timed)
         except BaseException as error:
             errors.append(error)
             logger.error("explorer failed: %s", _described(error))
@@ -241,14 +222,7 @@ def run_both(session: RunSession, progress: Any = None) -> None:
 
     def trainer_loop() -> None:
         try:
-            while not stop.is_set() and not training_done(session):
-                result = timed(train_once, session, progress)
-                if result is None:
-                    break
-                version = session.trainer.model_version()
-                if result[0] and sync.trainer_should_publish(version):
-                    session.publish_weights(copy=True)
-                sync.experiences_trained(result[1], trainer_version=version)
+            _train_until_done(session, progress, stop=stop, timed=timed)
         except BaseException as error:
             errors.append(error)
             logger.error("trainer failed: %s", _described(error))
@@ -267,20 +241,65 @@ def run_both(session: RunSession, progress: Any = None) -> None:
     for thread in threads:
         thread.start()
     grace = session.settings.sync.timeout
-    stuck = join_loops(threads, ending=lambda: bool(errors) or stop_requested(),
-                       grace=lambda: grace + longest_step[0])
+    _join_or_name_stuck(threads, errors, grace=lambda: grace + longest_step[0])
+    if errors:
+        # A dead component is the cause of what the other side then saw (a sync timeout, say).
+        raise next((error for error in errors if isinstance(error, ComponentDied)), errors[0])
+
+
+def _explore_until_stopped(session: RunSession, progress: Any, *, stop: threading.Event, timed) -> None:
+    """The explorer's side of ``both``: before each step, wait for the weights it may use; explore;
+    evaluate when due. Ends on a stop, when the trainer is done, or when the explorer runs out."""
+    sync = session.synchronizer
+    startup_eval(session)
+    while not stop.is_set() and not stop_requested():
+        wait_start = time.perf_counter()
+        next_step = session.explorer.step() + 1
+        try:
+            update = sync.explorer_update(next_step)
+        except VersionUnreachable as blocked:
+            session.tally.explorer_stopped(str(blocked))
+            logger.error("the explorer stops before its step %d: %s", next_step, blocked)
+            return
+        if stop.is_set() or stop_requested() or sync.trainer_has_finished:
+            return  # the wait ended because the trainer is done or a stop was asked
+        idle = time.perf_counter() - wait_start
+        if update is not None:
+            session.log_explorer(session.load_weights(update), session.explorer.step())
+        metrics = timed(explore_once, session, progress, idle_seconds=idle)
+        if metrics is None:
+            return
+        sync.experiences_written(int(metrics.get("rollout/num_experiences", 0)))
+        eval_if_due(session)
+
+
+def _train_until_done(session: RunSession, progress: Any, *, stop: threading.Event, timed) -> None:
+    """The trainer's side of ``both``: train, publish the weights when the synchronizer wants
+    them, and tell it what was trained."""
+    sync = session.synchronizer
+    while not stop.is_set() and not training_done(session):
+        result = timed(train_once, session, progress)
+        if result is None:
+            return
+        version = session.trainer.model_version()
+        if result[0] and sync.trainer_should_publish(version):
+            session.publish_weights(copy=True)
+        sync.experiences_trained(result[1], trainer_version=version)
+
+
+def _join_or_name_stuck(threads: list[threading.Thread], errors: list[BaseException], *, grace) -> None:
+    """Wait for both loops; once one failed or a stop was requested, a loop still running after
+    ``grace()`` more seconds is stuck, and a ``SyncTimeout`` naming it joins ``errors``."""
+    stuck = join_loops(threads, ending=lambda: bool(errors) or stop_requested(), grace=grace)
     if stuck:
         why = "a stop was requested" if stop_requested() and not errors else "the other loop failed"
         stuck_error = SyncTimeout(
             f"after {why}, the {' and '.join(stuck)} loop did not end within "
-            f"{seconds_text(grace + longest_step[0])} (synchronizer.sync_timeout plus its longest step); it is "
+            f"{seconds_text(grace())} (synchronizer.sync_timeout plus its longest step); it is "
             f"stuck: see log/{stuck[0]}.log. The run ends without its final checkpoint"
         )
         logger.error("%s", stuck_error)
         errors.append(stuck_error)
-    if errors:
-        # A dead component is the cause of what the other side then saw (a sync timeout, say).
-        raise next((error for error in errors if isinstance(error, ComponentDied)), errors[0])
 
 
 def join_loops(threads: list[threading.Thread], *, ending, grace) -> list[str]:

@@ -147,7 +147,7 @@ class RunSession:
         self.explorer.restore_checkpoint(step)
         if self.trainer is not None and self.placement is None:
             # In one process the trainer already holds these weights: no need to read them again.
-            self.explorer.load_weights(WeightUpdate(step, weights=self.trainer.trainer.weights_for_sync()))
+            self.explorer.load_weights(self.trainer.current_weights())
         else:
             self.explorer.load_checkpoint_weights(step)
         position = self.explorer.step()

@@ -9,7 +9,7 @@ from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_critic
 from trivium.algorithm.presets import PRESETS
 from trivium.errors import UserError
 from trivium.models.engine import takes_lora_adapters
-from trivium.trainer.settings import LoRASettings, LossSettings, TrainerSettings
+from trivium.trainer.settings import LoRASettings, LossSettings, TinkerSettings, TrainerSettings
 
 # trainer.trainer_strategy -> TrainerSettings.strategy ("fsdp" is veRL's name for the same FSDP2 code).
 TRAINER_STRATEGY_NAMES = {"fsdp": "fsdp2", "fsdp2": "fsdp2", "ddp": "ddp", "none": "none"}
@@ -17,9 +17,7 @@ TRAINER_STRATEGY_NAMES = {"fsdp": "fsdp2", "fsdp2": "fsdp2", "ddp": "ddp", "none
 
 def check_supported(config: Any) -> None:
     """Config keys the schema accepts but the built-in trainer does not implement yet."""
-    model, trainer = config.model, config.trainer
-    if model.tinker.enable:
-        raise NotImplementedError("the Tinker training service (model.tinker.enable) is not implemented")
+    trainer = config.trainer
     if trainer.ulysses_sequence_parallel_size > 1:
         raise NotImplementedError(
             "sequence parallelism (trainer.ulysses_sequence_parallel_size > 1) is not implemented; set it to 1"
@@ -119,6 +117,24 @@ def lora_settings(config: Any) -> LoRASettings | None:
     )
 
 
+def tinker_settings(config: Any) -> TinkerSettings | None:
+    """The Tinker service's training client, or None (the weights train here)."""
+    tinker = config.model.tinker
+    if not tinker.enable:
+        return None
+    prefix = "-".join(part for part in (config.project, config.group, config.name) if part) or "trivium"
+    return TinkerSettings(
+        base_model=tinker.base_model or config.model.model_path,
+        rank=int(tinker.rank),
+        seed=tinker.seed,
+        train_mlp=bool(tinker.train_mlp),
+        train_attn=bool(tinker.train_attn),
+        train_unembed=bool(tinker.train_unembed),
+        request_timeout=float(config.synchronizer.sync_timeout),
+        name_prefix=prefix,
+    )
+
+
 def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads: int | None = None) -> TrainerSettings:
     check_supported(config)
     algorithm, trainer = config.algorithm, config.trainer
@@ -162,6 +178,7 @@ def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads:
         learns_from_rollouts=PRESETS[algorithm.algorithm_type].learns_from_rollouts,
         loss=loss,
         lora=lora_settings(config),
+        tinker=tinker_settings(config),
         dtype=config.model.dtype,
         device="cuda" if config.cluster.compute_device == "cuda" else "cpu",
         rope_scaling=dict(config.model.rope_scaling) if config.model.rope_scaling else None,

@@ -21,17 +21,12 @@ from typing import Any
 import torch
 
 from trivium.buffer.base import BufferExhausted
-from trivium.errors import UserError
 from trivium.models.engine import takes_lora_adapters
-from trivium.models.lora_delta import (
-    delta_from_adapter_dir,
-    is_adapter_dir,
-    read_adapter_config,
-    update_bytes,
-)
+from trivium.models.lora_delta import update_bytes
 from trivium.models.model_dir import check_model_dir
 from trivium.monitor.metric_names import CRITIC_UPDATE_SKIPPED, IDLE_TRAINER, UPDATE_SKIPPED
 from trivium.runtime import builders, trained_samples
+from trivium.runtime.actor_weights import load_actor_weights, service_sampler_path
 from trivium.runtime.settings import RunSettings
 from trivium.sync.collective import tensor_spec
 from trivium.sync.self_check import check_sync
@@ -154,19 +149,25 @@ class ExplorerWorker:
     def load_weights(self, update: WeightUpdate) -> dict[str, float]:
         """Load an in-memory or file update into every engine and confirm its version."""
         start = time.perf_counter()
-        weights = update.load()
+        # A training service's update is a path its sampler loads (engines with use_sampler).
+        weights = None if update.sampler_path is not None else update.load()
         for engine in self.engines:
-            confirmed = engine.update_weights(weights, update.version)
+            confirmed = (engine.use_sampler(update.sampler_path, update.version) if weights is None
+                         else engine.update_weights(weights, update.version))
             if confirmed != update.version:
                 raise RuntimeError(f"engine confirmed version {confirmed} after loading {update.version}")
         # Under LoRA only the adapter travels: compare with the model's size.
-        return {"time/sync": time.perf_counter() - start, "sync/bytes": float(update_bytes(weights)), **update.metrics}
+        sent = {} if weights is None else {"sync/bytes": float(update_bytes(weights))}
+        return {"time/sync": time.perf_counter() - start, **sent, **update.metrics}
 
     def load_checkpoint_weights(self, step: int) -> dict[str, float]:
         """Serve the actor weights of ``global_step_<step>`` (resume, explore mode, bench)."""
         return self.load_model_weights(str(ckpt.step_dir(self.run_dir, step) / "actor"), step)
 
     def load_model_weights(self, model_dir: str, version: int) -> dict[str, float]:
+        sampler_path = service_sampler_path(Path(model_dir))
+        if sampler_path is not None:
+            return self.load_weights(WeightUpdate(version, sampler_path=sampler_path))
         merge = not takes_lora_adapters(self.settings.explorer.rollout.engine_type)
         return self.load_weights(WeightUpdate(version, weights=load_actor_weights(Path(model_dir), merge_adapter=merge)))
 
@@ -212,7 +213,6 @@ class TrainerWorker:
         from transformers import AutoTokenizer
 
         from trivium.monitor.logs import setup_component_logger
-        from trivium.trainer.trainer import Trainer
 
         self.settings = settings
         self.run_dir = settings.run_dir
@@ -224,7 +224,7 @@ class TrainerWorker:
         check_model_dir(trainer_settings.model_path, needs_tokenizer=True)
         self.tokenizer = AutoTokenizer.from_pretrained(trainer_settings.model_path)
         pad = self.tokenizer.pad_token_id
-        self.trainer = Trainer(
+        self.trainer = builders.trainer_class(trainer_settings)(
             trainer_settings,
             run_dir=self.run_dir,
             tokenizer=self.tokenizer,
@@ -333,6 +333,10 @@ class TrainerWorker:
         probes = (self.probe_experiences[-2:] or None) if due else None
         scores = self.trainer.probe_logprobs(probes) if probes else None
         version = self.trainer.model_version
+        if getattr(self.trainer, "publishes_sampler_weights", False):
+            # The weights live on a training service: the update is where its sampler finds them.
+            path = self.trainer.publish_sampler(version)
+            return WeightUpdate(version=version, sampler_path=path, probes=probes, probe_scores=scores)
         if method == "checkpoint" and self.trainer.parallel.sharded:
             # Gathered and written bucket by bucket: rank 0 never holds the whole model.
             directory = sync_weights_dir(self.run_dir, version)
@@ -354,6 +358,14 @@ class TrainerWorker:
         return stage_weights(
             method, version, weights, copy=copy, run_dir=self.run_dir, probes=probes, probe_scores=scores
         )
+
+    def current_weights(self) -> WeightUpdate:
+        """The weights the trainer holds now, for an explorer in this process (a resume): no copy."""
+        version = self.trainer.model_version
+        if getattr(self.trainer, "publishes_sampler_weights", False):
+            saved = self.trainer.sampler_path if self.trainer.sampler_version == version else None
+            return WeightUpdate(version, sampler_path=saved or self.trainer.publish_sampler(version))
+        return WeightUpdate(version, weights=self.trainer.weights_for_sync())
 
     def join_broadcast_group(self, address: str, port: int, world_size: int, backend: str, timeout: float) -> None:
         from trivium.sync.collective import WeightBroadcastGroup
@@ -433,22 +445,3 @@ def skipped_update(metrics: dict[str, float]) -> str | None:
     parts = [f"{int(metrics[key])} {model} update(s) skipped" for key, model in
              ((UPDATE_SKIPPED, "actor"), (CRITIC_UPDATE_SKIPPED, "critic")) if metrics.get(key)]
     return f"non-finite gradients ({', '.join(parts)})" if parts else None
-
-
-def load_actor_weights(actor_dir: Path, *, merge_adapter: bool = False) -> dict[str, torch.Tensor]:
-    """The weights of a checkpoint's actor as an update; a LoRA adapter alone, or merged into
-    its base model when ``merge_adapter`` (for engines that take whole weights only)."""
-    from trivium.trainer.trainer import load_causal_lm
-
-    if is_adapter_dir(actor_dir):
-        if not merge_adapter:
-            return delta_from_adapter_dir(actor_dir)
-        from trivium.trainer.lora import merged_model_from_adapter
-
-        base = read_adapter_config(actor_dir).get("base_model_name_or_path")
-        if not base:
-            raise UserError(f"the adapter in {actor_dir} does not record its base model (base_model_name_or_path)")
-        return merged_model_from_adapter(actor_dir, base).state_dict()
-    if not (actor_dir / "config.json").exists():
-        raise UserError(f"{actor_dir} holds no model (config.json is missing); is the checkpoint complete?")
-    return load_causal_lm(str(actor_dir), trainable=False).state_dict()

@@ -30,8 +30,9 @@ from trivium.studio.launch import CONFIG_FILE_NAME, STUDIO_DIR_NAME, RunLauncher
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-def create_app(*, runs_root: str | Path, working_dir: str | Path | None = None,
-               launcher: RunLauncher | None = None) -> FastAPI:
+def create_app(
+    *, runs_root: str | Path, working_dir: str | Path | None = None, launcher: RunLauncher | None = None
+) -> FastAPI:
     """The app for the runs under ``runs_root``; runs it starts use ``working_dir`` (default: cwd)."""
     working_dir = Path(working_dir) if working_dir is not None else Path.cwd()
     root = Path(runs_root)
@@ -41,27 +42,37 @@ def create_app(*, runs_root: str | Path, working_dir: str | Path | None = None,
     app = FastAPI(title="trivium studio", version=__version__, docs_url=None, redoc_url=None)
     app.state.runs_root, app.state.launcher, app.state.working_dir = root, launcher, working_dir
     app.mount("/static", StaticFiles(directory=PACKAGE_DIR / "static"), name="static")
-    templates = Jinja2Templates(directory=str(PACKAGE_DIR / "templates"))
+    app.middleware("http")(refuse_foreign_posts)
+    register_page_routes(app, Jinja2Templates(directory=str(PACKAGE_DIR / "templates")), root)
+    register_run_routes(app, root, launcher)
+    register_experience_routes(app, root, working_dir)
+    register_builder_routes(app, root)
+    register_launch_routes(app, root, launcher)
+    return app
 
-    @app.middleware("http")
-    async def refuse_foreign_posts(request: Request, call_next):
-        # A page of another site may send a POST to localhost; only this app's own pages may.
-        origin = request.headers.get("origin")
-        if request.method == "POST" and origin and urlsplit(origin).netloc != request.headers.get("host"):
-            return JSONResponse({"detail": "cross-origin requests are refused"}, status_code=403)
-        return await call_next(request)
+
+async def refuse_foreign_posts(request: Request, call_next):
+    """Refuse a POST whose ``Origin`` is another site: a page elsewhere may POST to localhost."""
+    origin = request.headers.get("origin")
+    if request.method == "POST" and origin and urlsplit(origin).netloc != request.headers.get("host"):
+        return JSONResponse({"detail": "cross-origin requests are refused"}, status_code=403)
+    return await call_next(request)
+
+
+def find_run(root: Path, run_id: str) -> Path:
+    """The directory of ``run_id`` under ``root``; a 404 when there is none."""
+    path = runs.run_path(root, run_id)
+    if path is None:
+        raise HTTPException(404, f"no run directory {run_id!r} under {root}")
+    return path
+
+
+def register_page_routes(app: FastAPI, templates: Jinja2Templates, root: Path) -> None:
+    """The server-rendered pages; their data comes from the ``/api/...`` routes."""
 
     def page(request: Request, name: str, **context: Any) -> HTMLResponse:
         context.update(runs_root=str(root), version=__version__)
         return templates.TemplateResponse(request, name, context)
-
-    def find_run(run_id: str) -> Path:
-        path = runs.run_path(root, run_id)
-        if path is None:
-            raise HTTPException(404, f"no run directory {run_id!r} under {root}")
-        return path
-
-    # ---- pages ----------------------------------------------------------------------------
 
     @app.get("/", include_in_schema=False)
     def home() -> RedirectResponse:
@@ -87,7 +98,9 @@ def create_app(*, runs_root: str | Path, working_dir: str | Path | None = None,
     def builder_page(request: Request):
         return page(request, "builder.html")
 
-    # ---- runs -----------------------------------------------------------------------------
+
+def register_run_routes(app: FastAPI, root: Path, launcher: RunLauncher) -> None:
+    """The read-only run APIs: the list of runs, one run, its metrics, and several compared."""
 
     @app.get("/api/runs")
     def api_runs() -> dict:
@@ -95,19 +108,21 @@ def create_app(*, runs_root: str | Path, working_dir: str | Path | None = None,
 
     @app.get("/api/run/{run_id:path}")
     def api_run(run_id: str) -> dict:
-        path = find_run(run_id)
+        path = find_run(root, run_id)
         info = runs.run_info(root, path, launcher)
         resolved_path = path / RESOLVED_FILE
         if resolved_path.is_file():
             resolved = resolved_path.read_text(encoding="utf-8")
         else:
-            resolved = ("# no config.resolved.yaml: the run stopped before writing it. It was started with:\n"
-                        + (path / STUDIO_DIR_NAME / CONFIG_FILE_NAME).read_text(encoding="utf-8"))
+            resolved = (
+                "# no config.resolved.yaml: the run stopped before writing it. It was started with:\n"
+                + (path / STUDIO_DIR_NAME / CONFIG_FILE_NAME).read_text(encoding="utf-8")
+            )
         return {"run": info.to_json(), "resolved_config": resolved}
 
     @app.get("/api/metrics/{run_id:path}")
     def api_metrics(run_id: str) -> dict:
-        path = find_run(run_id)
+        path = find_run(root, run_id)
         records = metrics.read_records(path)
         return {
             "run": runs.run_info(root, path, launcher).to_json(),
@@ -121,12 +136,14 @@ def create_app(*, runs_root: str | Path, working_dir: str | Path | None = None,
             raise HTTPException(422, "give the runs to compare: /api/compare?run=A&run=B")
         charts: dict[str, dict] = {}
         for run_id in run:
-            for chart in metrics.chart_data(metrics.read_records(find_run(run_id))):
+            for chart in metrics.chart_data(metrics.read_records(find_run(root, run_id))):
                 merged = charts.setdefault(chart["name"], dict(chart, lines=[]))
                 merged["lines"] += [dict(line, label=f"{run_id}: {line['label']}") for line in chart["lines"]]
         return {"runs": run, "charts": list(charts.values())}
 
-    # ---- experiences ----------------------------------------------------------------------
+
+def register_experience_routes(app: FastAPI, root: Path, working_dir: Path) -> None:
+    """The experience browser's API: one page of a run's stored experiences, filtered."""
 
     @app.get("/api/experiences/{run_id:path}")
     def api_experiences(
@@ -141,11 +158,16 @@ def create_app(*, runs_root: str | Path, working_dir: str | Path | None = None,
         limit: int = Query(20, ge=0, le=experiences.MAX_LIMIT),
         offset: int = Query(0, ge=0),
     ) -> dict:
-        path = find_run(run_id)
+        path = find_run(root, run_id)
         config = runs.read_resolved(path)
         selection = experiences.ExperienceFilter(
-            min_step=min_step, max_step=max_step, min_version=min_version, max_version=max_version,
-            min_reward=min_reward, max_reward=max_reward, task=task or None,
+            min_step=min_step,
+            max_step=max_step,
+            min_version=min_version,
+            max_version=max_version,
+            min_reward=min_reward,
+            max_reward=max_reward,
+            task=task or None,
         )
         try:
             location = experiences.buffer_location(config, working_dir=working_dir)
@@ -157,17 +179,22 @@ def create_app(*, runs_root: str | Path, working_dir: str | Path | None = None,
             "total": total,
             "offset": offset,
             "source": location.location,
-            "experiences": [experiences.experience_view(number, item, tokenizer) for number, item in page_rows],
-            "message": None if tokenizer is not None else "the model's tokenizer could not be loaded: texts only",
+            "experiences": [
+                experiences.experience_view(number, item, tokenizer) for number, item in page_rows
+            ],
+            "message": None
+            if tokenizer is not None
+            else "the model's tokenizer could not be loaded: texts only",
         }
 
-    # ---- the config builder ---------------------------------------------------------------
+
+def register_builder_routes(app: FastAPI, root: Path) -> None:
+    """The config builder's API: its form fields, a check of the form, and the form as YAML."""
 
     @app.get("/api/config/fields")
     def api_config_fields() -> dict:
         return {
-            "fields": [dataclasses.asdict(form_field)
-                       for form_field in config_form.form_fields()],
+            "fields": [dataclasses.asdict(form_field) for form_field in config_form.form_fields()],
             "beginner_keys": list(config_form.BEGINNER_KEYS),
             "starting_values": config_form.starting_values(str(root)),
         }
@@ -179,11 +206,18 @@ def create_app(*, runs_root: str | Path, working_dir: str | Path | None = None,
     @app.post("/api/config/yaml")
     def api_config_yaml(body: dict) -> Response:
         check = config_form.check_form(_values(body))
-        name = f"{check.data.get('project', 'trivium')}-{check.data.get('name', 'run')}.yaml".replace("/", "_")
+        name = f"{check.data.get('project', 'trivium')}-{check.data.get('name', 'run')}.yaml".replace(
+            "/", "_"
+        )
         return PlainTextResponse(
-            config_form.data_to_yaml(check.data), media_type="application/x-yaml",
+            config_form.data_to_yaml(check.data),
+            media_type="application/x-yaml",
             headers={"Content-Disposition": f'attachment; filename="{name}"'},
         )
+
+
+def register_launch_routes(app: FastAPI, root: Path, launcher: RunLauncher) -> None:
+    """The only routes that act: start a run from the builder's form, stop a run the Studio started."""
 
     @app.post("/api/runs/start")
     def api_start_run(body: dict):
@@ -207,12 +241,10 @@ def create_app(*, runs_root: str | Path, working_dir: str | Path | None = None,
         if not isinstance(run_id, str):
             raise HTTPException(422, 'send {"run_id": "<project>/<name>"}')
         try:
-            stopped = launcher.stop(find_run(run_id))
+            stopped = launcher.stop(find_run(root, run_id))
         except UserError as error:
             raise HTTPException(409, str(error)) from None
         return {"run_id": run_id, "run_dir": str(stopped.run_dir), "status": "stopping"}
-
-    return app
 
 
 def _values(body: dict) -> dict[str, str]:
@@ -224,7 +256,8 @@ def _values(body: dict) -> dict[str, str]:
 
 def _problems_response(problems) -> JSONResponse:
     return JSONResponse(
-        {"problems": [{"key": problem.key, "message": problem.message} for problem in problems]}, status_code=422
+        {"problems": [{"key": problem.key, "message": problem.message} for problem in problems]},
+        status_code=422,
     )
 
 

@@ -6,7 +6,8 @@ writing (SQLite files are opened read-only), and turning one experience into seg
 can draw: the prompt, then the response cut where the action mask changes, so the tokens the
 trainer learns from (mask 1, the model's turns) stand apart from the tokens the environment
 inserted (mask 0, tool results or user turns of a multi-turn episode). Each model token
-carries the engine's logprob.
+carries the engine's logprob. A multi-turn episode also lists its recorded ``turns`` (role,
+text, trained or not; ``trivium/core/episode_turns.py``), which need no tokenizer.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trivium.buffer.codec import experience_from_json, row_to_experience
+from trivium.core.episode_turns import TURNS_KEY
 from trivium.core.experience import Experience
 from trivium.errors import UserError
 
@@ -50,7 +52,9 @@ def buffer_location(config: dict, *, working_dir: Path) -> BufferLocation:
     buffer = ((config.get("buffer") or {}).get("trainer_input") or {}).get("experience_buffer") or {}
     storage_type, path, name = buffer.get("storage_type"), buffer.get("path"), buffer.get("name") or ""
     if storage_type not in ("sql", "queue"):
-        raise UserError(f"the experience buffer is a {storage_type!r} storage; only sql and queue buffers are browsable")
+        raise UserError(
+            f"the experience buffer is a {storage_type!r} storage; only sql and queue buffers are browsable"
+        )
     if not path:
         raise UserError(
             "the experience buffer is a queue without a `path`, so its experiences were kept in memory only; "
@@ -74,9 +78,12 @@ def read_experiences(
     """(how many match, one page of (row number, experience)), in the order they were written."""
     limit = max(0, min(limit, MAX_LIMIT))
     if location.kind == "jsonl":
-        matching = [(number, experience) for number, experience in _jsonl_experiences(location.location)
-                    if _matches(experience, selection)]
-        return len(matching), matching[offset: offset + limit]
+        matching = [
+            (number, experience)
+            for number, experience in _jsonl_experiences(location.location)
+            if _matches(experience, selection)
+        ]
+        return len(matching), matching[offset : offset + limit]
     return _sql_experiences(location, selection, limit=limit, offset=offset)
 
 
@@ -140,10 +147,14 @@ def _sql_experiences(
     try:
         with Session(_read_only_engine(location.location)) as session:
             total = session.execute(select(func.count()).select_from(Row).where(*conditions)).scalar_one()
-            rows = session.execute(select(Row).where(*conditions).order_by(Row.id).offset(offset).limit(limit))
+            rows = session.execute(
+                select(Row).where(*conditions).order_by(Row.id).offset(offset).limit(limit)
+            )
             return total, [(row.id, row_to_experience(row)) for row in rows.scalars()]
     except DatabaseError as error:
-        raise UserError(f"cannot read experiences from {location.location}: {str(error).splitlines()[0]}") from None
+        raise UserError(
+            f"cannot read experiences from {location.location}: {str(error).splitlines()[0]}"
+        ) from None
 
 
 @functools.lru_cache(maxsize=16)
@@ -166,7 +177,9 @@ def load_tokenizer(model_path: str):
 
 
 def experience_view(number: int, experience: Experience, tokenizer: Any | None) -> dict[str, Any]:
-    """An experience as JSON: its fields and ``segments`` (``role`` prompt/model/environment, tokens).
+    """An experience as JSON: its fields, ``turns`` (a multi-turn episode's messages: ``role``,
+    ``text``, ``trained``; empty for a single turn) and ``segments`` (``role``
+    prompt/model/environment, tokens).
 
     Without a tokenizer the segments are empty and the page shows the stored texts.
     """
@@ -187,6 +200,10 @@ def experience_view(number: int, experience: Experience, tokenizer: Any | None) 
         "trained_tokens": int(experience.action_mask.sum()) if experience.action_mask is not None else None,
         "info": experience.info,
         "metrics": experience.metrics,
+        "turns": [
+            {"role": turn["role"], "text": turn["text"], "trained": bool(turn["trained"])}
+            for turn in experience.info.get(TURNS_KEY) or []
+        ],
         "segments": token_segments(experience, tokenizer) if tokenizer is not None else [],
     }
 
@@ -197,10 +214,15 @@ def token_segments(experience: Experience, tokenizer: Any) -> list[dict[str, Any
     ``tokens`` are ``{"text", "id", "logprob"}`` (logprob only for trained tokens).
     """
     ids = experience.tokens.tolist()
-    segments = [{"role": "prompt", "tokens": [_token(tokenizer, token_id, None) for token_id in ids[: experience.prompt_length]]}]
+    segments = [
+        {
+            "role": "prompt",
+            "tokens": [_token(tokenizer, token_id, None) for token_id in ids[: experience.prompt_length]],
+        }
+    ]
     mask = experience.action_mask.tolist()
     logprobs = experience.logprobs.tolist() if experience.logprobs is not None else [None] * len(mask)
-    for position, token_id in enumerate(ids[experience.prompt_length:]):
+    for position, token_id in enumerate(ids[experience.prompt_length :]):
         trained = bool(mask[position]) if position < len(mask) else False
         role = "model" if trained else "environment"
         if segments[-1]["role"] != role or len(segments) == 1:

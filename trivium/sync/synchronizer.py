@@ -73,12 +73,16 @@ class WeightUpdate:
     spec: list[tuple[str, tuple[int, ...], str]] | None = None
     # What staging the update measured on the trainer's side (e.g. sync/buckets), logged when it loads
     metrics: dict[str, float] = field(default_factory=dict)
+    # service transport (Tinker): where the service saved the weights for its sampler (tinker://...)
+    sampler_path: str | None = None
 
     @property
     def is_collective(self) -> bool:
         return self.spec is not None
 
     def load(self) -> dict[str, torch.Tensor]:
+        if self.sampler_path is not None:
+            raise ValueError(f"weight version {self.version} lives on the training service ({self.sampler_path})")
         if self.weights is not None:
             return self.weights
         if Path(self.path).is_dir():  # written bucket by bucket (see sync_weights_dir)

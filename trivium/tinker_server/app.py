@@ -113,24 +113,41 @@ async def _answer(send, status: int, detail: str) -> None:
 
 
 def create_app(state: TinkerState, *, api_key: str | None = None, max_request_bytes: int = 64 * 2**20):
+    """The served app for ``state``, behind the API-key and body-size ``Guard``."""
     app = FastAPI(title="trivium Tinker API")
     app.state.tinker = state
+    app.exception_handler(HTTPProblem)(refused)
+    register_session_routes(app, state)
+    register_training_routes(app, state)
+    register_sampling_routes(app, state)
+    register_retrieve_future_route(app, state)
+    register_not_served_route(app)
+    return Guard(app, api_key=api_key, max_bytes=max_request_bytes)
 
-    @app.exception_handler(HTTPProblem)
-    async def refused(_request, problem: HTTPProblem):
-        return JSONResponse({"detail": str(problem)}, status_code=problem.status)
 
-    async def json_body(request: Request) -> dict:
-        try:
-            body = json.loads(await request.body() or b"{}")
-        except ValueError:
-            raise HTTPProblem("the request body is not JSON") from None
-        if not isinstance(body, dict):
-            raise HTTPProblem("the request body must be a JSON object")
-        return body
+async def refused(_request, problem: HTTPProblem):
+    """A refused request as the JSON ``{"detail": ...}`` the SDK reads, with the problem's status."""
+    return JSONResponse({"detail": str(problem)}, status_code=problem.status)
 
-    def future(request_id: str, **extra) -> dict:
-        return {"request_id": request_id, **extra}
+
+async def json_body(request: Request) -> dict:
+    """The request body as a JSON object; an ``HTTPProblem`` when it is not one."""
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError:
+        raise HTTPProblem("the request body is not JSON") from None
+    if not isinstance(body, dict):
+        raise HTTPProblem("the request body must be a JSON object")
+    return body
+
+
+def future(request_id: str, **extra) -> dict:
+    """The answer to a queued call: the id to poll ``retrieve_future`` with."""
+    return {"request_id": request_id, **extra}
+
+
+def register_session_routes(app: FastAPI, state: TinkerState) -> None:
+    """Health, capabilities, the client's start-up configuration, and client sessions."""
 
     @app.get("/api/v1/healthz")
     async def healthz():
@@ -166,6 +183,10 @@ def create_app(state: TinkerState, *, api_key: str | None = None, max_request_by
         state.session(session_id)
         return {}
 
+
+def register_training_routes(app: FastAPI, state: TinkerState) -> None:
+    """The training model: create it, describe it, train it, save and load its weights."""
+
     @app.post("/api/v1/create_model")
     async def create_model(request: Request):
         return future(state.create_model(await json_body(request)))
@@ -199,6 +220,10 @@ def create_app(state: TinkerState, *, api_key: str | None = None, max_request_by
     async def save_weights_for_sampler(request: Request):
         return future(state.save_weights_for_sampler(await json_body(request)))
 
+
+def register_sampling_routes(app: FastAPI, state: TinkerState) -> None:
+    """Sampling sessions and the samples drawn from them."""
+
     @app.post("/api/v1/create_sampling_session")
     async def create_sampling_session(request: Request):
         sampler_id = state.create_sampling_session(await json_body(request))
@@ -218,6 +243,10 @@ def create_app(state: TinkerState, *, api_key: str | None = None, max_request_by
         request_id, sequence_ids = state.sample(await json_body(request))
         return future(request_id, sample_sequence_ids=sequence_ids)
 
+
+def register_retrieve_future_route(app: FastAPI, state: TinkerState) -> None:
+    """``retrieve_future``: a queued call's result, or 408 after ``POLL_SECONDS`` (the SDK polls again)."""
+
     @app.post("/api/v1/retrieve_future")
     async def retrieve_future(request: Request):
         request_id = (await json_body(request)).get("request_id", "")
@@ -236,6 +265,10 @@ def create_app(state: TinkerState, *, api_key: str | None = None, max_request_by
             return Response(result.body, media_type=result.media_type)
         return result.body
 
+
+def register_not_served_route(app: FastAPI) -> None:
+    """Every other path: a 404 naming the served ones. Registered last, so it matches only those."""
+
     @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "DELETE", "PATCH"])
     async def not_served(path: str, request: Request):
         served = [
@@ -248,5 +281,3 @@ def create_app(state: TinkerState, *, api_key: str | None = None, max_request_by
             f"{request.method} /{path} is not served by trivium's Tinker server; served: {', '.join(served)}"
         )
         return JSONResponse({"detail": detail}, status_code=404)
-
-    return Guard(app, api_key=api_key, max_bytes=max_request_bytes)

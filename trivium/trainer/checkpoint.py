@@ -101,6 +101,8 @@ def checkpoint_problem(run_dir: str | Path, step: int) -> str | None:
     for component in (actor, actor.parent / "critic"):
         if (component / "sharded").is_dir() and not (component / "sharded" / ".metadata").is_file():
             return f"{component.name}/sharded has no .metadata (the sharded save did not finish)"
+    if (actor / "tinker_state.json").is_file():  # the weights are on the Tinker service (tinker_client)
+        return None
     if (actor / "adapter_config.json").is_file():  # a LoRA run saves its adapter, in peft's format
         weights = sorted(actor.glob("adapter_model.safetensors"))
         if not weights:

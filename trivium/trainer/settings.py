@@ -49,6 +49,20 @@ class LoRASettings:
     sync_merged: bool = False
 
 
+@dataclass(frozen=True)
+class TinkerSettings:
+    """Training on a Tinker service (``trivium/tinker_client``): its LoRA adapter and calls."""
+
+    base_model: str  # the service's name of the model to adapt
+    rank: int = 32
+    seed: int | None = None
+    train_mlp: bool = True
+    train_attn: bool = True
+    train_unembed: bool = True
+    request_timeout: float = 1200.0  # seconds one service call may take (synchronizer.sync_timeout)
+    name_prefix: str = "trivium"  # the service's names of saved weights: <prefix>-v<version>, <prefix>-step<N>
+
+
 @dataclass
 class TrainerSettings:
     model_path: str
@@ -88,6 +102,7 @@ class TrainerSettings:
     truncation: str = "mask"
     loss: LossSettings = field(default_factory=LossSettings)
     lora: LoRASettings | None = None  # None: train all weights
+    tinker: TinkerSettings | None = None  # set: the weights train on a Tinker service
     # False when the experiences come from a dataset (sft, dpo): no staleness, no reward metric.
     learns_from_rollouts: bool = True
     dtype: str = "float32"

@@ -3,8 +3,11 @@
     train_step = build_batch -> compute_reference -> compute_values -> compute_advantages
                  -> update_policy -> update_critic
 
-The loss math lives in ``trivium.algorithm``; this module only moves tensors, accumulates
-gradients over micro-batches, steps optimizers and keeps checkpoints.
+The loss math lives in ``trivium.algorithm`` (the actor's terms put together per micro-batch by
+``policy_objective.py``); this module only moves tensors, accumulates gradients over
+micro-batches and steps optimizers. Its models are built by ``trainer_setup.py``; what it
+saves in a checkpoint and how it resumes, ``trainer_checkpoints.py``; what a weight sync
+sends, ``weight_source.py``.
 
 With ``data_parallel_size`` N > 1 the models are sharded with FSDP2 over N ranks (or, with
 the ``ddp`` strategy, replicated on each, gradients all-reduced): this
@@ -15,14 +18,12 @@ every batch's micro-batches (``data_parallel.py``) and the update equals one pro
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM
 
 from trivium.algorithm.advantages import (
     ADVANTAGE_FNS,
@@ -33,67 +34,30 @@ from trivium.algorithm.advantages import (
 )
 from trivium.algorithm.aggregation import masked_mean
 from trivium.algorithm.decoupled import behaviour_importance_weights
-from trivium.trainer.token_head import logit_chunk_tokens
-from trivium.algorithm.entropy import ENTROPY_LOSS_FNS
-from trivium.algorithm.kl import KL_FNS, adaptive_kl_coef, apply_kl_penalty, kl_loss
-from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, effective_loss_agg_mode, needs_expert_mask, pairs_rows
+from trivium.algorithm.kl import KL_FNS, adaptive_kl_coef, apply_kl_penalty
+from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, pairs_rows
 from trivium.algorithm.value_loss import clipped_value_loss
 from trivium.core.batch import ExperienceBatch
 from trivium.core.experience import Experience, episode_index
-from trivium.errors import UserError
-from trivium.models.lora_delta import is_adapter_dir
-from trivium.models.model_dir import check_model_dir
-from trivium.models.rope import rope_config_overrides
 from trivium.monitor.metric_names import CRITIC_UPDATE_SKIPPED, UPDATE_SKIPPED
 from trivium.registry import load_plugin_dir, loaded_plugin_dirs
-from trivium.trainer import checkpoint as ckpt
 from trivium.trainer import lora
-from trivium.trainer.critic import CriticModel
 from trivium.trainer.data_parallel import DataParallel
+from trivium.trainer.engine_logprobs import engine_old_logprobs
 from trivium.trainer.forward import response_logprobs, whole_batch_entropy_terms, whole_batch_logprobs
-from trivium.trainer.fsdp import clip_gradients, shard_model
+from trivium.trainer.fsdp import clip_gradients
 from trivium.trainer.micro_batch import loss_scale, plan_micro_batches
-from trivium.trainer.optim import build_optimizer, build_scheduler
-from trivium.trainer.packed_attention import use_packed_attention
-from trivium.trainer.packing import PACKED_MODEL_TYPES, packs
+from trivium.trainer.policy_objective import PolicyObjective
 from trivium.trainer.rank_group import RankGroup, RankLauncher, follow, on_every_rank
 from trivium.trainer.settings import TrainerSettings
-from trivium.trainer.sharded_checkpoint import (
-    SHARDED_DIR,
-    full_model_state,
-    is_sharded_save,
-    load_full_model_state,
-    load_sharded,
-    load_unsharded_optimizer_state,
-    save_sharded,
-)
+from trivium.trainer.staleness import control_staleness
+from trivium.trainer.token_head import logit_chunk_tokens
+from trivium.trainer.trainer_checkpoints import TrainerCheckpoints
+from trivium.trainer.trainer_setup import build_trainer_models
 from trivium.trainer.weight_source import WeightSource
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": torch.float32}
 
-
-def load_causal_lm(path: str, dtype: str = "float32", trainable: bool = True, device: str = "cpu",
-                   key: str = "model.model_path", packed: bool = False,
-                   config_overrides: dict[str, Any] | None = None) -> torch.nn.Module:
-    """``packed``: the model will also run packed micro-batches (trainer/packing.py);
-    ``config_overrides``: config attributes set over the model's config.json (models/rope.py)."""
-    check_model_dir(path, key=key)
-    try:
-        model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=DTYPES.get(dtype, torch.float32), **(config_overrides or {})
-        ).to(device)
-    except (OSError, ValueError) as error:
-        raise UserError(f"Cannot load the model in {key}={path!r}: {error}") from error
-    model.config.use_cache = False
-    if packed:
-        use_packed_attention(model)
-    if not trainable:
-        model.eval()
-        model.requires_grad_(False)
-    return model
-
-
-class Trainer(WeightSource):
+class Trainer(WeightSource, TrainerCheckpoints):
     def __init__(
         self,
         settings: TrainerSettings,
@@ -130,79 +94,10 @@ class Trainer(WeightSource):
 
     def _load_models(self) -> None:
         """The actor, its reference, the critic, their optimizers and schedules (sharded over the ranks)."""
-        settings, device = self.settings, str(self.device)
-        overrides = rope_config_overrides(
-            settings.model_path, rope_scaling=settings.rope_scaling, rope_theta=settings.rope_theta
-        )
-        self.actor = load_causal_lm(
-            settings.model_path, settings.dtype, device=device, packed=settings.pack_sequences, config_overrides=overrides
-        )
-        if settings.lora is not None:
-            self.actor = lora.wrap_with_lora(self.actor, settings.lora)
-            # A new adapter's A is random: the ranks shard rank 0's, as one process would train it.
-            self.parallel.copy_from_first_rank(lora.adapter_parameters(self.actor))
-        if settings.gradient_checkpointing:
-            # Non-reentrant (transformers' default, stated because FSDP2 needs it): the recomputation
-            # runs inside FSDP2's hooks, which gather the sharded parameters again.
-            self.actor.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            if settings.lora is not None:
-                self.actor.enable_input_require_grads()  # frozen embeddings: checkpointed blocks still need grads
-        self.actor.train()
-        if settings.pack_sequences and not packs(self.actor):
-            raise UserError(
-                f"trainer.use_remove_padding: packed micro-batches are implemented for {', '.join(PACKED_MODEL_TYPES)} "
-                f"models; {settings.model_path} is a {self.actor.config.model_type!r} model. Set it to false"
-            )
-        # Under LoRA the reference is the actor with its adapter switched off: no second copy.
-        self.reference = (
-            load_causal_lm(
-                settings.model_path, settings.dtype, trainable=False, device=device, packed=settings.pack_sequences,
-                config_overrides=overrides,
-            )
-            if settings.loss.needs_reference and settings.lora is None
-            else None
-        )
-        self._shard(self.actor, self.reference)
-        schedule = dict(
-            scheduler_type=settings.lr_scheduler_type,
-            total_steps=settings.total_steps,
-            warmup_ratio=settings.lr_warmup_steps_ratio,
-            warmup_steps=settings.lr_warmup_steps,
-            min_lr_ratio=settings.min_lr_ratio,
-        )
-        self.optimizer = build_optimizer(
-            self.actor.parameters(), lr=settings.lr, weight_decay=settings.weight_decay, betas=settings.betas
-        )
-        self.scheduler = build_scheduler(self.optimizer, **schedule)
-        self.critic = self.critic_optimizer = self.critic_scheduler = None
-        if settings.use_critic:
-            critic_key = "model.critic_model_path" if settings.critic_model_path else "model.model_path"
-            critic_path = check_model_dir(settings.critic_model_path or settings.model_path, key=critic_key)
-            # The rope overrides are the trained model's: a critic of its own keeps its config.
-            critic_overrides = {} if settings.critic_model_path else overrides
-            self.critic = CriticModel.from_pretrained(str(critic_path), config_overrides=critic_overrides).to(self.device)
-            if settings.pack_sequences:
-                use_packed_attention(self.critic.trunk)
-            self.critic.train()
-            self._shard(self.critic)
-            self.critic_optimizer = build_optimizer(
-                self.critic.parameters(), lr=settings.critic_lr, weight_decay=settings.weight_decay
-            )
-            self.critic_scheduler = build_scheduler(self.critic_optimizer, **schedule)
-
-    def _shard(self, *models: torch.nn.Module | None) -> None:
-        """FSDP2 over the ranks, or replicas for ``ddp`` (before the optimizers are built: they hold the shards)."""
-        if not self.parallel.sharded:
-            return
-        for model in models:
-            if model is not None:
-                shard_model(
-                    model,
-                    device_type=self.device.type,
-                    world_size=self.parallel.world_size,
-                    replicate=self.settings.strategy == "ddp",
-                    offload_params=self.settings.param_offload,
-                )
+        models = build_trainer_models(self.settings, device=self.device, parallel=self.parallel)
+        self.actor, self.reference, self.critic = models.actor, models.reference, models.critic
+        self.optimizer, self.scheduler = models.optimizer, models.scheduler
+        self.critic_optimizer, self.critic_scheduler = models.critic_optimizer, models.critic_scheduler
 
     def close(self) -> None:
         """Rank 0: stop the other ranks and leave the process group (nothing to do on one rank)."""
@@ -226,7 +121,7 @@ class Trainer(WeightSource):
         values = self.compute_values(batch, plan) if self.critic is not None else None
         metrics.update(self.compute_advantages(batch, experiences, values, ref_logprobs))
 
-        old_logprobs = self.compute_old_logprobs(batch, plan)
+        old_logprobs = self.compute_old_logprobs(batch, plan, experiences)
         metrics.update(self.update_policy(batch, plan, old_logprobs, ref_logprobs))
         if self.critic is not None:
             metrics.update(self.update_critic(batch, plan, values))
@@ -292,23 +187,12 @@ class Trainer(WeightSource):
     def apply_staleness_control(self, experiences: list[Experience]) -> tuple[list[Experience], dict[str, float]]:
         if not self.learns_from_rollouts:
             return experiences, {}
-        staleness = [self.global_step - e.model_version for e in experiences]
-        metrics = {
-            "staleness/mean": sum(staleness) / max(1, len(staleness)),
-            "staleness/max": float(max(staleness, default=0)),
-        }
-        limit = self.settings.staleness_limit
-        if limit is None:
-            return experiences, metrics
-        if self.settings.staleness_mode == "drop":
-            kept = [e for e, s in zip(experiences, staleness) if s <= limit]
-            metrics["staleness/dropped"] = float(len(experiences) - len(kept))
-            return kept, metrics
-        for exp, s in zip(experiences, staleness):
-            if s > limit and exp.advantages is not None:
-                # Older than the bound: shrink its say in the update instead of dropping it.
-                exp.advantages = exp.advantages / (1 + s - limit)
-        return experiences, metrics
+        return control_staleness(
+            experiences,
+            global_step=self.global_step,
+            limit=self.settings.staleness_limit,
+            mode=self.settings.staleness_mode,
+        )
 
     def compute_reference(self, batch: ExperienceBatch, plan: list[list[int]]) -> torch.Tensor:
         """Logprobs of the reference policy (the initial weights): (batch, response_len)."""
@@ -400,10 +284,12 @@ class Trainer(WeightSource):
             )
         return metrics
 
-    def compute_old_logprobs(self, batch: ExperienceBatch, plan: list[list[int]]) -> torch.Tensor | None:
+    def compute_old_logprobs(
+        self, batch: ExperienceBatch, plan: list[list[int]], experiences: list[Experience]
+    ) -> torch.Tensor | None:
         source = self.settings.old_logprobs_source
         if source == "engine":
-            return batch.old_logprobs
+            return engine_old_logprobs(batch, experiences)
         if source in ("auto", "decoupled") and self.settings.ppo_epochs == 1:
             return None  # taken from the update's own forward pass, detached (decoupled: the proximal policy)
         return self.batch_logprobs(self.actor, batch, plan)
@@ -415,15 +301,9 @@ class Trainer(WeightSource):
         old_logprobs: torch.Tensor | None,
         ref_logprobs: torch.Tensor | None,
     ) -> dict[str, float]:
-        loss_cfg = self.settings.loss
-        policy_loss_fn = POLICY_LOSS_FNS.get(loss_cfg.policy_loss_fn)
-        entropy_loss_fn = ENTROPY_LOSS_FNS.get(loss_cfg.entropy_loss_fn)
-        takes_global_step = _accepts(policy_loss_fn, "global_step")
+        objective = PolicyObjective(self.settings.loss, learns_from_rollouts=self.learns_from_rollouts)
         # A loss may fix its own aggregation (rec); its micro-batches are weighted by that one.
-        pg_agg_mode = effective_loss_agg_mode(policy_loss_fn, loss_cfg.policy_loss_fn_args, loss_cfg.loss_agg_mode)
-        # The full-vocabulary entropy costs a pass over the logits; skip it when it has no weight.
-        want_entropy = loss_cfg.entropy_loss_fn != "none" and loss_cfg.entropy_coef != 0
-        use_kl_loss = ref_logprobs is not None and loss_cfg.kl_loss_fn != "none" and loss_cfg.kl_loss_coef > 0
+        agg_mode, pg_agg_mode = self.settings.loss.loss_agg_mode, objective.policy_agg_mode
         totals: dict[str, float] = {}
         grad_norm = torch.tensor(0.0)
         skipped = 0  # optimizer steps left out: non-finite gradients
@@ -433,59 +313,22 @@ class Trainer(WeightSource):
                 rows = share.rows
                 micro = batch.select(rows)
                 R = micro.response_length
-                logprobs, entropy = response_logprobs(self.actor, micro, with_entropy=want_entropy, **self.forward_options)
+                logprobs, entropy = response_logprobs(
+                    self.actor, micro, with_entropy=objective.wants_entropy, **self.forward_options
+                )
                 old = logprobs.detach() if old_logprobs is None else old_logprobs[rows, :R]
                 advantages, weight_metrics = self.decoupled_advantages(micro, old)
-                extra: dict[str, Any] = {}
-                if ref_logprobs is not None:
-                    extra["ref_logprobs"] = ref_logprobs[rows, :R]
-                if needs_expert_mask(policy_loss_fn):
-                    extra["expert_mask"] = micro.expert_mask
-                if takes_global_step:
-                    extra["global_step"] = self.global_step
-                pg_loss, pg_metrics = policy_loss_fn(
-                    logprobs=logprobs,
-                    old_logprobs=old,
-                    advantages=advantages,
-                    response_mask=micro.response_mask,
-                    loss_agg_mode=loss_cfg.loss_agg_mode,
-                    **extra,
-                    **loss_cfg.policy_loss_fn_args,
+                terms = objective.terms(
+                    micro, logprobs=logprobs, old_logprobs=old, advantages=advantages, entropy=entropy,
+                    ref_logprobs=None if ref_logprobs is None else ref_logprobs[rows, :R],
+                    global_step=self.global_step,
                 )
-                step_metrics = {f"actor/{k}": float(v) for k, v in pg_metrics.items()}
-                step_metrics["actor/pg_loss"] = float(pg_loss.detach())
-                step_metrics.update({f"decoupled/{k}": v for k, v in weight_metrics.items()})
-                total = torch.zeros((), device=pg_loss.device)  # the KL and entropy terms
-                if use_kl_loss:
-                    kl_value, kl_metrics = kl_loss(
-                        logprobs,
-                        ref_logprobs[rows, :R],
-                        micro.response_mask,
-                        kl_fn=loss_cfg.kl_loss_fn,
-                        kl_coef=loss_cfg.kl_loss_coef,
-                        loss_agg_mode=loss_cfg.loss_agg_mode,
-                        old_logprobs=old,
-                    )
-                    total = total + kl_value
-                    step_metrics.update({f"actor/{k}": float(v) for k, v in kl_metrics.items()})
-                if entropy is not None:
-                    ent_extra = {"expert_mask": micro.expert_mask} if needs_expert_mask(entropy_loss_fn) else {}
-                    ent_loss, ent_metrics = entropy_loss_fn(
-                        entropy=entropy,
-                        response_mask=micro.response_mask,
-                        **ent_extra,
-                        entropy_coef=loss_cfg.entropy_coef,
-                        loss_agg_mode=loss_cfg.loss_agg_mode,
-                    )
-                    total = total + ent_loss
-                    step_metrics.update({f"actor/{k}": float(v) for k, v in ent_metrics.items()})
-                elif self.learns_from_rollouts and micro.response_mask.any():
-                    # The mean surprisal of on-policy samples estimates the entropy for free.
-                    step_metrics["actor/entropy"] = float(-masked_mean(logprobs.detach(), micro.response_mask))
-                weight = loss_scale(micro, batch, loss_cfg.loss_agg_mode) if share.counts else 0.0
+                step_metrics = {**terms.metrics, **{f"decoupled/{k}": v for k, v in weight_metrics.items()}}
+                weight = loss_scale(micro, batch, agg_mode) if share.counts else 0.0
                 # the policy loss weighs by its own aggregation's share (rec may fix it), the rest by loss_agg_mode
                 pg_weight = loss_scale(micro, batch, pg_agg_mode) if share.counts else 0.0
-                ((pg_loss * pg_weight + total * weight) * self.parallel.gradient_scale).backward()
+                loss = terms.policy_loss * pg_weight + terms.other_terms * weight
+                (loss * self.parallel.gradient_scale).backward()
                 if share.counts:
                     for key, value in step_metrics.items():
                         totals[key] = totals.get(key, 0.0) + value * weight / self.settings.ppo_epochs
@@ -553,121 +396,11 @@ class Trainer(WeightSource):
         totals[CRITIC_UPDATE_SKIPPED] = float(skipped)
         return totals
 
-    # ------------------------------------------------------------------ version and checkpoints
-    # (what a weight sync sends: weight_source.py)
+    # ------------------------------------------------------------------ version
+    # (what a weight sync sends: weight_source.py; checkpoints: trainer_checkpoints.py)
     @property
     def model_version(self) -> int:
         return self.global_step
-
-    @on_every_rank
-    def save_checkpoint(self, *, export_hf: bool, extra_files: dict[str, dict] | None = None) -> Path:
-        if self.parallel.sharded:
-            return self._save_sharded_checkpoint(export_hf=export_hf, extra_files=extra_files)
-        return ckpt.save_checkpoint(
-            self.run_dir,
-            self.global_step,
-            actor=self.actor,
-            optimizer=self.optimizer,
-            scheduler=self.scheduler,
-            trainer_state={"model_version": self.model_version},
-            tokenizer=self.tokenizer,
-            export_hf=export_hf,
-            export_model=lora.merged_copy(self.actor) if export_hf and self.settings.lora is not None else None,
-            critic=self.critic,
-            critic_optimizer=self.critic_optimizer,
-            extra_files=extra_files,
-        )
-
-    def _save_sharded_checkpoint(self, *, export_hf: bool, extra_files: dict[str, dict] | None) -> Path:
-        """Every rank writes its shards (model and optimizer); rank 0 gathers the whole weights
-        and writes the rest of the usual layout, so readers of ``actor/`` see no difference."""
-        leads = self.rank_group.leads
-        staging = ckpt.staging_dir(self.run_dir, self.global_step)
-        if leads:
-            ckpt.prepare_staging(self.run_dir, self.global_step)
-        self.rank_group.barrier()  # the staging directory is clean before anyone writes into it
-        save_sharded(staging / "actor" / SHARDED_DIR, model=self.actor, optimizer=self.optimizer)
-        # Under LoRA the adapter alone (saved in peft's format); the export merges it into the base.
-        actor_weights = full_model_state(self.actor, trainable_only=self.settings.lora is not None)
-        export_weights = None
-        if export_hf and self.settings.lora is not None:
-            export_weights = {name: tensor.cpu() for name, tensor in lora.merged_tensors(self.actor) if leads}
-        critic_weights = None
-        if self.critic is not None:
-            save_sharded(staging / "critic" / SHARDED_DIR, model=self.critic, optimizer=self.critic_optimizer)
-            critic_weights = full_model_state(self.critic)
-        if not leads:
-            return ckpt.step_dir(self.run_dir, self.global_step)
-        return ckpt.save_checkpoint(
-            self.run_dir,
-            self.global_step,
-            actor=self.actor,
-            optimizer=None,
-            scheduler=self.scheduler,
-            trainer_state={"model_version": self.model_version, "data_parallel_size": self.parallel.world_size},
-            tokenizer=self.tokenizer,
-            export_hf=export_hf,
-            actor_weights=actor_weights,
-            export_model=self.actor.get_base_model() if export_weights is not None else None,
-            export_weights=export_weights,
-            critic=self.critic,
-            critic_weights=critic_weights,
-            extra_files=extra_files,
-            staged=True,
-        )
-
-    @on_every_rank
-    def load_checkpoint(self, step: int) -> None:
-        """Resume from ``global_step_<step>``, saved by any number of ranks."""
-        ckpt.check_loadable(self.run_dir, step)
-        directory = ckpt.step_dir(self.run_dir, step)
-        state = ckpt.load_optimizer_state(self.run_dir, step)
-        self._check_actor_kind(directory / "actor")
-        if is_sharded_save(directory / "actor"):
-            load_sharded(directory / "actor" / SHARDED_DIR, model=self.actor, optimizer=self.optimizer)
-        else:
-            self.load_actor_weights(directory / "actor")
-            self._load_unsharded_optimizer(self.actor, self.optimizer, state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        critic_dir = directory / "critic"
-        if self.critic is not None and critic_dir.exists():
-            if is_sharded_save(critic_dir):
-                load_sharded(critic_dir / SHARDED_DIR, model=self.critic, optimizer=self.critic_optimizer)
-            else:
-                self._load_whole_weights(self.critic, CriticModel.from_pretrained(str(critic_dir)).state_dict())
-                critic_state = ckpt.load_optimizer_state(self.run_dir, step, "critic")["optimizer"]
-                self._load_unsharded_optimizer(self.critic, self.critic_optimizer, critic_state)
-        self.global_step = int(ckpt.load_trainer_state(self.run_dir, step)["global_step"])
-
-    def _load_whole_weights(self, model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
-        if self.parallel.sharded:
-            load_full_model_state(model, state)
-        else:
-            model.load_state_dict(state)
-
-    def _load_unsharded_optimizer(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
-        if self.parallel.sharded:
-            load_unsharded_optimizer_state(model, optimizer, state)
-        else:
-            optimizer.load_state_dict(state)
-
-    def _check_actor_kind(self, actor_dir: Path) -> None:
-        """A checkpoint resumes a run that trains what it saved: an adapter or whole weights."""
-        saved_adapter = is_adapter_dir(actor_dir)
-        if saved_adapter != (self.settings.lora is not None):
-            held = "a LoRA adapter" if saved_adapter else "whole weights"
-            fix = "set model.lora_configs as in that run" if saved_adapter else "remove model.lora_configs"
-            raise UserError(f"the checkpoint {actor_dir} holds {held}; to resume from it, {fix}")
-
-    def load_actor_weights(self, actor_dir: Path) -> None:
-        """The actor of a checkpoint: whole weights, or a LoRA adapter when LoRA is configured."""
-        self._check_actor_kind(actor_dir)
-        if self.settings.lora is not None:
-            lora.check_checkpoint_adapter(actor_dir, self.settings.lora)
-            lora.load_adapter(self.actor, actor_dir)
-            return
-        loaded = load_causal_lm(str(actor_dir), self.settings.dtype, device=str(self.device))
-        self._load_whole_weights(self.actor, loaded.state_dict())
 
 
 def start_ranks(settings: TrainerSettings, *, run_dir: str | Path, pad_token_id: int,
@@ -694,11 +427,3 @@ def follow_as_trainer(group: RankGroup, settings: TrainerSettings, run_dir: str,
         torch.set_num_threads(settings.cpu_threads)
     trainer = Trainer(settings, run_dir=run_dir, pad_token_id=pad_token_id, rank_group=group)
     follow(trainer, group)
-
-
-def _accepts(fn: Any, name: str) -> bool:
-    """True if ``fn`` has a parameter called ``name`` (plugins may not take every input)."""
-    try:
-        return name in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False

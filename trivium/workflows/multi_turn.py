@@ -23,6 +23,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from trivium.core.episode_turns import latest_reply
 from trivium.core.experience import Experience
 from trivium.errors import UserError
 from trivium.workflows.base import Workflow
@@ -92,12 +93,13 @@ class MultiTurnEnvWorkflow(Workflow):
             if experience.episode_truncated:  # no room left in the context: the episode ends here
                 turns.append((experience, None))
                 break
-            result = self.step(experience.response_text or "")
+            reply = latest_reply(experience)
+            result = self.step(reply)
             turns.append((experience, result))
             if result.done or result.observation is None:
                 break
             messages = messages + [
-                {"role": "assistant", "content": experience.response_text or ""},
+                {"role": "assistant", "content": reply},
                 {"role": "user", "content": result.observation},
             ]
         return turns
@@ -168,6 +170,7 @@ def last_turn_view(experience: Experience) -> Experience:
         prompt_length=experience.prompt_length + start,
         logprobs=None if experience.logprobs is None else experience.logprobs[start:].clone(),
         action_mask=torch.ones(mask.numel() - start, dtype=torch.bool),
+        response_text=latest_reply(experience),
         info=dict(experience.info),
         metrics=dict(experience.metrics),
         eid=uuid.uuid4().hex,

@@ -26,6 +26,7 @@ WORKFLOWS: Registry[type] = Registry(
         "trivium.workflows.environments",
         "trivium.workflows.agentscope",
         "trivium.workflows.reasoning_gym_workflow",
+        "trivium.workflows.tool_arithmetic_workflow",
     ),
 )
 

@@ -1,6 +1,6 @@
 """Inference engines behind one interface, and the factory that builds them by name.
 
-``create_engine("hf" | "vllm" | "external", ...)``; a dotted path ``pkg.module:Factory``
+``create_engine("hf" | "vllm" | "external" | "tinker", ...)``; a dotted path ``pkg.module:Factory``
 selects a plugin engine. Backends with optional dependencies are imported only when chosen.
 """
 
@@ -62,6 +62,17 @@ def _create_external(model_path: str | None = None, **kwargs) -> InferenceEngine
             "model.rope_scaling / rope_theta: an external engine serves its own model; set RoPE on its server"
         )
     return ExternalEngine(tokenizer_path=model_path, **kwargs)
+
+
+@ENGINES.register("tinker")
+def _create_tinker(model_path: str | None = None, **kwargs) -> InferenceEngine:
+    from trivium.tinker_client.engine import TinkerEngine
+
+    kwargs = _without_vllm_options("tinker", kwargs)
+    if kwargs.pop("rope_scaling", None) or kwargs.pop("rope_theta", None) is not None:
+        raise UserError("model.rope_scaling / rope_theta: a Tinker service serves its own model; remove them")
+    kwargs.pop("trust_remote_code", None)  # the tokenizer is loaded without model code
+    return TinkerEngine(model_path=model_path, **kwargs)
 
 
 def takes_lora_adapters(engine_type: str) -> bool:

@@ -24,7 +24,7 @@ from typing import Any
 
 from trivium.config.gpu_layout import GpuLayout
 from trivium.core.durations import seconds_text
-from trivium.errors import UserError
+from trivium.errors import ComponentDied, UserError
 from trivium.runtime.ray_actors import (
     ActorProxy,
     EngineHost,
@@ -354,8 +354,18 @@ class RayPlacement:
                     f"{waiting}; see their logs in the run's log/ folder"
                 )
             ref = done[0]
-            with actor_errors(names[ref]):
-                results[names[ref]] = ray.get(ref)
+            try:
+                with actor_errors(names[ref]):
+                    results[names[ref]] = ray.get(ref)
+            except ComponentDied:
+                raise
+            except Exception as error:
+                # A peer that died makes the collective fail on the others' side ("connection reset"):
+                # the dead actor is the cause the user needs.
+                died = _dead_actor(pending, names)
+                if died is not None:
+                    raise died from error
+                raise
         return results
 
     # ------------------------------------------------------------------ tear-down
@@ -380,3 +390,18 @@ class RayPlacement:
         # A joined cluster keeps running; this only disconnects from it.
         ray.shutdown()
 
+
+def _dead_actor(refs: list[Any], names: dict[Any, str], wait: float = 10.0) -> ComponentDied | None:
+    """The first of ``refs``' actors found dead within ``wait`` seconds, as the error naming it."""
+    import ray
+
+    done, _ = ray.wait(refs, num_returns=len(refs), timeout=wait) if refs else ([], [])
+    for ref in done:
+        try:
+            with actor_errors(names[ref]):
+                ray.get(ref)
+        except ComponentDied as died:
+            return died
+        except Exception as error:  # noqa: BLE001 - only a dead actor matters here
+            logger.debug("%s failed too: %s", names[ref], error)
+    return None

@@ -17,10 +17,10 @@ def shortened_config(tmp_path: Path, model: str, data: str) -> str:
     config = example_config("gymnasium_frozen_lake.yaml", tmp_path, model=model, data=data)
     buffer = config["buffer"]
     buffer["explorer_input"]["eval_tasksets"][0]["repeat_times"] = EPISODES_PER_ROW
-    # Ten RL steps of eight rows (eight episodes each), evaluated before and after; the
+    # Sixteen RL steps (ten left held-out success flat in one CI run in four) of eight rows (eight episodes each), evaluated before and after; the
     # example's own warm-up and learning rates.
-    buffer["batch_size"], buffer["total_steps"] = 8, 10
-    config["explorer"]["eval_interval"] = 10
+    buffer["batch_size"], buffer["total_steps"] = 8, 16
+    config["explorer"]["eval_interval"] = 16
     return write_config(tmp_path, config)
 
 
@@ -40,7 +40,7 @@ def test_gymnasium_frozen_lake_success_rises_with_multi_step_grpo(tmp_path, tiny
     records = read_metrics(tmp_path / "runs" / "gymnasium_frozen_lake" / "tiny" / "multi_step_grpo")
     evals = [r["eval/lake_test/accuracy"] for r in records if "eval/lake_test/accuracy" in r]
     rollouts = [r for r in records if "rollout/accuracy" in r]
-    assert len(evals) == 2 and len(rollouts) == 10
+    assert len(evals) == 2 and len(rollouts) == 16
     # The format held (episodes averaged at least one env.step) and none ran out of context.
     # (One step's format may dip, as one did to 0.16 actions per episode in a run that learned.)
     assert sum(r["rollout/actions_taken"] for r in rollouts) / len(rollouts) >= 1

@@ -308,10 +308,14 @@ class DataJuicerTaskOperator:
         for sample in run_operators(self.operators, samples):
             number = numbers[sample[_POSITION]]
             kept.append(number)
+            self.kept_sample(number, sample)
             changes = {f: sample[f] for f in self.fields if sample[f] != _as_text(rows[number].get(f))}
             if changes:
                 rewritten[number] = {**rows[number], **changes}
         return kept, rewritten
+
+    def kept_sample(self, number: int, sample: dict[str, Any]) -> None:
+        """Called with each kept row's number and its processed sample (subclasses read its stats)."""
 
 
 def experience_sample(experience: Experience, position: int) -> dict[str, Any]:

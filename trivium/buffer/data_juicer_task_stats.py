@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trivium.buffer.data_juicer_ops import _POSITION, DataJuicerTaskOperator, _as_text, run_operators
+from trivium.buffer.data_juicer_ops import DataJuicerTaskOperator
 from trivium.buffer.task_priority import STATS_FIELD
 
 
@@ -21,24 +21,8 @@ class StatsKeepingTaskOperator(DataJuicerTaskOperator):
         super().__init__(name, args, fields)
         self.stats_by_row: dict[int, dict[str, float]] = {}
 
-    def process_rows(self, rows: dict[int, dict[str, Any]]) -> tuple[list[int], dict[int, dict[str, Any]]]:
-        """(row numbers kept, rewritten rows by row number) for ``rows`` (row number -> row)."""
-        numbers = list(rows)
-        samples = [
-            {**{f: _as_text(rows[n].get(f)) for f in self.fields}, _POSITION: i}
-            for i, n in enumerate(numbers)
-        ]
-        kept, rewritten = [], {}
-        for sample in run_operators(self.operators, samples):
-            number = numbers[sample[_POSITION]]
-            kept.append(number)
-            stats = sample.get(STATS_FIELD) or {}
-            self.stats_by_row[number] = {
-                k: float(v)
-                for k, v in stats.items()
-                if isinstance(v, (int, float)) and not isinstance(v, bool)
-            }
-            changes = {f: sample[f] for f in self.fields if sample[f] != _as_text(rows[number].get(f))}
-            if changes:
-                rewritten[number] = {**rows[number], **changes}
-        return kept, rewritten
+    def kept_sample(self, number: int, sample: dict[str, Any]) -> None:
+        stats = sample.get(STATS_FIELD) or {}
+        self.stats_by_row[number] = {
+            k: float(v) for k, v in stats.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }

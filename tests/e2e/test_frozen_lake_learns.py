@@ -13,9 +13,9 @@ from .conftest import example_config, read_metrics, write_config
 def shortened_config(tmp_path: Path, model: str, data: str) -> str:
     config = example_config("frozen_lake.yaml", tmp_path, model=model, data=data)
     buffer = config["buffer"]
-    # Six RL steps of four maps (eight episodes each), evaluated before and after.
-    buffer["batch_size"], buffer["total_steps"] = 4, 6
-    config["explorer"]["eval_interval"] = 6
+    # Ten RL steps of four maps (eight episodes each), evaluated before and after.
+    buffer["batch_size"], buffer["total_steps"] = 4, 10
+    config["explorer"]["eval_interval"] = 10
     config["algorithm"]["optimizer"]["lr"] = 2e-3
     warm_up = config["stages"][0]
     warm_up["buffer"].update(total_steps=12, train_batch_size=16)
@@ -25,14 +25,15 @@ def shortened_config(tmp_path: Path, model: str, data: str) -> str:
 
 @pytest.mark.slow
 def test_frozen_lake_success_rate_rises_with_multi_step_grpo(tmp_path, tiny_model_dir, one_torch_thread):
-    data = build_task_data("frozen_lake", tmp_path / "data", num_train=120, num_test=24)
+    data = build_task_data("frozen_lake", tmp_path / "data", num_train=120, num_test=48)
     assert main(["run", "--config", shortened_config(tmp_path, tiny_model_dir, str(data))]) == 0
 
     records = read_metrics(tmp_path / "runs" / "frozen_lake" / "tiny" / "multi_step_grpo")
     evals = [r["eval/lakes_test/accuracy"] for r in records if "eval/lakes_test/accuracy" in r]
     rollouts = [r for r in records if "rollout/accuracy" in r]
-    assert len(evals) == 2 and len(rollouts) == 6
+    assert len(evals) == 2 and len(rollouts) == 10
     # Episodes are whole multi-turn sequences, and nothing ran out of context.
     assert all(r["rollout/env_steps"] >= 1 and r["rollout/episode_truncated"] == 0 for r in rollouts)
-    # 24 held-out maps, 4 episodes each: one evaluation is good to about +-4 points.
-    assert evals[1] >= evals[0] + 0.1 and evals[1] >= 1.5 * evals[0], f"held-out success did not rise: {evals}"
+    # 48 held-out maps, 4 episodes each: one evaluation is good to about +-3 points, so a rise of
+    # 0.2 is far outside what two evaluations of an unchanged policy differ by.
+    assert evals[1] >= evals[0] + 0.2, f"held-out success did not rise: {evals}"

@@ -31,7 +31,7 @@ demo: setup
 PYTEST_PARALLEL ?= -n 2 --dist loadgroup
 
 test: setup browser
-	OMP_NUM_THREADS=1 $(PY) -m pytest tests -q $(PYTEST_PARALLEL)
+	OMP_NUM_THREADS=1 $(PY) -m pytest tests -q $(PYTEST_PARALLEL) --durations=25
 
 # The Studio's browser tests use Debian's Chromium (Playwright cannot download a browser here).
 # Installed when missing and apt-get exists; without it those tests skip and say why.

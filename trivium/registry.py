@@ -1,4 +1,4 @@
-"""One small generic registry, and plugin loading.
+"""One small generic registry, plugin loading, and the outside package a component needs.
 
 A name resolves in this order: a registered name, then a dotted path to a Python object
 (``package.module.Name`` or ``package.module:Name``). Plugins are ``.py`` files in a
@@ -13,9 +13,9 @@ import importlib
 import importlib.util
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
-from collections.abc import Callable
 
 T = TypeVar("T")
 
@@ -86,6 +86,20 @@ def import_object(path: str) -> Any:
         return getattr(module, attr)
     except (ImportError, AttributeError) as error:
         raise RegistryError(f"Cannot import '{path}': {error}") from error
+
+
+def missing_package_message(component: Any) -> str | None:
+    """Why a registered component cannot start here, or None when it can.
+
+    A component that needs an outside package declares it: ``required_package`` (the module
+    to import), ``environment`` (what the package provides) and ``install_hint``. The
+    configuration rules ask before a run starts; the component asks again when built.
+    """
+    package = getattr(component, "required_package", "")
+    if not package or importlib.util.find_spec(package) is not None:
+        return None
+    what = getattr(component, "__name__", str(component))
+    return f"{what} uses {component.environment}, which needs the Python package '{package}': {component.install_hint}"
 
 
 # A plugin file ``name.py`` is imported as the module ``trivium_plugin_name``.

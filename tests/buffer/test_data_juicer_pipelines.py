@@ -7,6 +7,9 @@ by the config check that `trivium plan` runs.
 
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 
 from tests.config.conftest import patched
@@ -15,6 +18,8 @@ from trivium.buffer.pipeline import ExperiencePipeline, TaskPipeline
 from trivium.buffer.task_reader import TaskReader
 from trivium.config import ConfigError, load_config_from_dict, resolve, validate
 from trivium.config.schema import OperatorConfig
+from trivium.config.validate import suggestions
+from trivium.errors import UserError
 
 from .conftest import experience, storage
 from .test_buffer_task_reader import write_taskset
@@ -142,7 +147,7 @@ def test_the_config_check_refuses_what_cannot_run_here(tmp_path):
                             {"name": "text_lenght_filter", "args": {"min_len": 3}},
                             {
                                 "name": "llm_difficulty_score_filter",
-                                "args": {"api_or_hf_model": "qwen2.5-7b-instruct"},
+                                "args": {"api_or_hf_model": "qwen2.5-7b-instruct", "text_key": "question"},
                             },
                             {
                                 "name": "words_num_filter",
@@ -167,6 +172,7 @@ def test_the_config_check_refuses_what_cannot_run_here(tmp_path):
     with pytest.raises(ConfigError) as raised:
         validate(resolve(config))
     problems = {problem.key: problem.message for problem in raised.value.problems}
+    notes = {note.key: note.message for note in suggestions(resolve(config))}
 
     task, experiences = (
         "data_processor.task_pipeline.operators",
@@ -177,9 +183,10 @@ def test_the_config_check_refuses_what_cannot_run_here(tmp_path):
     assert (
         "Did you mean 'length_filter', 'field_filter', 'text_length_filter'," in problems[f"{task}[0].name"]
     )
-    assert (
-        "'llm_difficulty_score_filter' cannot run here: it calls the model 'qwen2.5-7b-instruct' through a "
-        "network API" in problems[f"{task}[1]"]
+    # A model behind an OpenAI-compatible API is the user's to name: noted, not refused.
+    assert f"{task}[1]" not in problems
+    assert notes[f"{task}[1]"].startswith(
+        "the Data-Juicer operator 'llm_difficulty_score_filter' calls the model 'qwen2.5-7b-instruct' at "
     )
     assert (
         "'words_num_filter' cannot run here: it loads the sentencepiece model 'en', which Data-Juicer "
@@ -192,15 +199,14 @@ def test_the_config_check_refuses_what_cannot_run_here(tmp_path):
     assert "Did you mean 'reward_filter', 'reward_std_filter'" in problems[f"{experiences}[0].name"]
     assert "rewrites text, and an experience is trained on its token ids" in problems[f"{experiences}[1]"]
     assert "reads ['answer'], which an experience does not have" in problems[f"{experiences}[2]"]
-    assert problems["service.data_juicer"].startswith(
-        "server_url: 'http://127.0.0.1:5005': py-data-juicer ships no data-processing server"
+    assert notes["service.data_juicer"].startswith(
+        "server_url: 'http://127.0.0.1:5005', auto_start: True: Data-Juicer runs in the explorer's process"
     )
-    assert problems["service.data_juicer"].endswith("remove server_url")
+    # The recipe's operator, too, is noted with the model it calls.
     assert (
-        "'llm_quality_score_filter' cannot run here: it calls the model 'qwen2.5-32b-instruct'"
-        in problems[f"{experiences}[3].args"]
+        "'llm_quality_score_filter' calls the model 'qwen2.5-32b-instruct' at " in notes[f"{experiences}[3]"]
     )
-    assert len(problems) == 10
+    assert len(problems) == 7
 
 
 def test_auto_start_is_explained_and_runnable_operators_pass_the_check():
@@ -221,8 +227,8 @@ def test_auto_start_is_explained_and_runnable_operators_pass_the_check():
         )
     )
     notes = {note.key: note.message for note in validate(resolve(config))}
-    assert notes["service.data_juicer.auto_start"].startswith(
-        "nothing to start: Data-Juicer operators run in the explorer's process"
+    assert notes["service.data_juicer"].startswith(
+        "auto_start: True: Data-Juicer runs in the explorer's process"
     )
     assert not any(key.startswith("data_processor") for key in notes)
 
@@ -239,3 +245,87 @@ def test_running_operators_leaves_the_process_environment_in_place():
     kept = run_operators([operator], [{"text": "ok", "__trivium_position__": 0}])
     assert [sample["text"] for sample in kept] == ["ok"]
     assert os.environ is environment and isinstance(os.environ, os._Environ)
+
+
+class ScoringService:
+    """An OpenAI-compatible chat endpoint on loopback that grades a sample by one word in it."""
+
+    def __init__(self):
+        import threading
+
+        import uvicorn
+        from fastapi import FastAPI
+
+        app, self.requests = FastAPI(), []
+
+        @app.post("/v1/chat/completions")
+        def chat(body: dict) -> dict:
+            self.requests.append(body)
+            text = body["messages"][-1]["content"]
+            score = 1 if "garbled" in text else 5
+            dimensions = {name: score for name in ("accuracy", "grammar", "informativeness", "coherence")}
+            content = json.dumps({"dimension_scores": dimensions, "flags": [], "recommendation": ["keep"]})
+            return {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.02)
+        self.url = f"http://127.0.0.1:{self.server.servers[0].sockets[0].getsockname()[1]}/v1"
+
+    def close(self):
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def scoring_service():
+    service = ScoringService()
+    yield service
+    service.close()
+
+
+def test_an_operator_that_calls_a_model_api_filters_taskset_rows(tmp_path, monkeypatch, scoring_service):
+    monkeypatch.setenv("OPENAI_BASE_URL", scoring_service.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "local")
+    rows = [
+        {"question": "What is 2+3?", "answer": "5"},
+        {"question": "garbled ?? 2 +", "answer": "5"},
+        {"question": "Compute 7*6.", "answer": "42"},
+    ]
+    config = storage(
+        "math",
+        storage_type="file",
+        path=str(write_taskset(tmp_path / "math", rows)),
+        format={"prompt_key": "question", "response_key": "answer"},
+    )
+    pipeline = TaskPipeline.from_configs(
+        operators(("llm_quality_score_filter", {"api_or_hf_model": "grader", "min_score": 0.5})),
+        target_fields=["question"],
+    )
+    reader = TaskReader(config, task_pipeline=pipeline)
+
+    assert [t.prompt for t in reader.read(2)] == ["What is 2+3?", "Compute 7*6."]
+    # One question when the operator was built, then one per row, each naming the model.
+    assert len(scoring_service.requests) == 1 + 3
+    assert {request["model"] for request in scoring_service.requests} == {"grader"}
+
+
+def test_an_unreachable_model_api_stops_the_pipeline_with_its_address(monkeypatch):
+    import socket
+
+    with socket.socket() as unused:  # a loopback port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    with pytest.raises(UserError) as raised:
+        TaskPipeline.from_configs(
+            operators(("llm_quality_score_filter", {"api_or_hf_model": "grader"})), target_fields=["question"]
+        )
+    message = str(raised.value)
+    assert (
+        f"calls the model 'grader' at http://127.0.0.1:{port}/v1/chat/completions, which did not answer"
+        in message
+    )
+    assert "ConnectError" in message

@@ -14,9 +14,8 @@ from trivium.config.resolve import resolve
 ALL = sorted(path.name for path in FIXTURES.glob("*.yaml"))
 
 
-# The reference's full example names a Data-Juicer scorer that calls a model over the network
-# and a Data-Juicer server: both are refused here (docs/buffer.md, "Data-Juicer").
-REFUSED = {"seed001_reference.yaml": ["'llm_difficulty_score_filter' cannot run here", "service.data_juicer: server_url"]}
+# The reference's PPO example gives its reward model two engines; an auxiliary model runs one.
+REFUSED = {"seed002_ppo.yaml": ["explorer.auxiliary_models[0].engine_num: is 2"]}
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -54,8 +53,7 @@ def test_grpo_example_arithmetic(seed_env):
 
 
 def test_ppo_example_devices_and_critic(seed_env):
-    (stage,) = prepare(FIXTURES / "seed002_ppo.yaml")
-    config = stage.config
+    config = resolve(load_config(FIXTURES / "seed002_ppo.yaml"))  # loads and resolves; refused by validate
     assert (config.cluster.explorer_devices, config.cluster.auxiliary_devices, config.cluster.trainer_devices) == (2, 2, 4)
     assert config.model.critic_model_path == f"{seed_env['HOME']}/models/Qwen2-7B-Instruct"
     assert config.algorithm.kl_loss_fn == "none" and config.algorithm.optimizer.lr_warmup_steps_ratio == 0.1
@@ -66,7 +64,7 @@ def test_ppo_example_devices_and_critic(seed_env):
 
 
 def test_reference_example_every_section(seed_env):
-    config = resolve(load_config(FIXTURES / "seed001_reference.yaml"))  # loads and resolves; refused by validate
+    config = resolve(load_config(FIXTURES / "seed001_reference.yaml"))
     assert config.model.model_path == seed_env["MODEL_PATH"] == config.model.critic_model_path
     assert config.trainer.trainer_type == "default"  # 'verl' alias
     assert config.buffer.trainer_input.auxiliary_buffers["sft_dataset"].path == seed_env["TRIVIUM_SFT_DATASET_PATH"]
@@ -106,3 +104,12 @@ def test_env_vars_used_by_fixtures_are_trivium_prefixed():
 def test_unresolved_load_keeps_derived_fields_empty(seed_env):
     config = load_config(FIXTURES / "seed002_grpo.yaml")
     assert config.cluster.trainer_devices is None and config.checkpoint_job_dir is None
+
+
+def test_reference_example_notes_what_data_juicer_calls(seed_env):
+    # Its Data-Juicer scorer calls a model over an OpenAI-compatible API and it names a Data-Juicer
+    # server: both plan, with notes saying where the model is called and that no server is used.
+    (stage,) = prepare(FIXTURES / "seed001_reference.yaml")
+    notes = {note.key: note.message for note in stage.notes}
+    assert "'llm_difficulty_score_filter' calls the model" in notes["data_processor.task_pipeline.operators[0]"]
+    assert "no Data-Juicer server is started or contacted" in notes["service.data_juicer"]

@@ -8,8 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlalchemy import Column, Integer, MetaData, Table, create_engine, insert
 
+from trivium.buffer.split_files import split_files
 from trivium.config.schema import StorageConfig
-from trivium.config.taskset_size import count_rows, split_files
+from trivium.config.taskset_size import count_rows
 
 
 def test_split_files_follow_dataset_naming(tmp_path):

@@ -8,7 +8,7 @@ from trivium.config.errors import ConfigError
 from trivium.config.prepare import prepare
 from trivium.config.unused_keys import engine_options
 from trivium.errors import UserError
-from trivium.models.engine import _without_vllm_options
+from trivium.models.engine import without_vllm_options
 
 
 def plan(tmp_path, extra: dict):
@@ -43,10 +43,9 @@ def test_set_unused_keys_are_listed_with_the_reason(tmp_path):
     assert stage.config.trainer.enable_preview is True  # stored, not dropped
 
 
-def test_behaviour_options_on_the_hf_engine_are_announced_at_plan_time(tmp_path):
-    stage = plan(tmp_path, {"explorer.rollout_model.ignore_eos": True})
-    notes = [n for n in stage.notes if n.key == "explorer.rollout_model.ignore_eos"]
-    assert notes and "refuse" in notes[0].message
+def test_behaviour_options_on_the_hf_engine_are_refused_at_plan_time(tmp_path):
+    with pytest.raises(ConfigError, match=r"explorer\.rollout_model\.ignore_eos: the hf engine cannot honour"):
+        plan(tmp_path, {"explorer.rollout_model.ignore_eos": True})
 
 
 def test_reply_parsers_are_model_settings_that_every_engine_honours(tmp_path):
@@ -87,6 +86,6 @@ def test_data_selector_is_folded_into_task_selector(tmp_path):
 def test_engine_options_reach_the_factory_only_when_set_and_hf_refuses_behaviour_ones(tmp_path):
     stage = plan(tmp_path, {"explorer.rollout_model.enable_chunked_prefill": True, "explorer.rollout_model.use_v1": True})
     assert engine_options(stage.config.explorer.rollout_model) == {"enable_chunked_prefill": True}
-    assert _without_vllm_options("hf", {"enable_chunked_prefill": True, "dtype": "float32"}) == {"dtype": "float32"}
+    assert without_vllm_options("hf", {"enable_chunked_prefill": True, "dtype": "float32"}) == {"dtype": "float32"}
     with pytest.raises(UserError, match="cannot honour ignore_eos"):
-        _without_vllm_options("hf", {"ignore_eos": True})
+        without_vllm_options("hf", {"ignore_eos": True})

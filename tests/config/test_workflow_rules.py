@@ -50,3 +50,20 @@ def test_agentscope_workflows_name_the_package(write_config, name, words):
 def test_math_rm_names_the_reward_package_once(write_config):
     message = error_of(write_config, workflow("math_rm_workflow"))
     assert "'rm_gallery'" in message and "(2 problems)" not in message
+
+
+@pytest.mark.parametrize(
+    ("package", "patch", "words"),
+    [
+        ("agentscope", workflow("agentscope_react_workflow"), "the AgentScope agents are not built in trivium"),
+        ("rm_gallery", workflow("math_rm_workflow"), "the bridge to RM-Gallery reward models is not built"),
+    ],
+)
+def test_with_the_package_installed_what_is_not_built_is_still_refused_at_plan(
+    write_config, tmp_path, monkeypatch, package, patch, words
+):
+    (tmp_path / package).mkdir()  # an importable package of that name: "installed" for the check
+    (tmp_path / package / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    message = error_of(write_config, patch)
+    assert words in message and "(2 problems)" not in message

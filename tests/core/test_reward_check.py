@@ -8,9 +8,9 @@ from trivium.config.schema import OperatorConfig
 from trivium.core.experience import Experience
 from trivium.core.experience_check import experience_problem
 from trivium.core.reward_check import MAX_ABS_REWARD, reward_problem
+from trivium.models.served_sessions import SessionRecorder
 from trivium.models.server_guard import BadRequest
 from trivium.rewards.registry import score
-from trivium.serve.sessions import SessionRecorder
 from trivium.workflows.rubric_judge_workflow import parse_score
 from trivium.workflows.ruler import parse_ruler_scores
 

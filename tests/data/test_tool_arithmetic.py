@@ -7,8 +7,8 @@ import pytest
 
 from trivium.cli.main import main
 from trivium.data.tool_arithmetic import generate_tool_arithmetic, tool_arithmetic_row
+from trivium.envs.calculator import CALCULATOR_TOOL
 from trivium.errors import UserError
-from trivium.workflows.envs.calculator import CALCULATOR_TOOL
 
 
 def test_a_row_holds_the_question_answer_tool_and_a_calling_transcript():

@@ -138,11 +138,13 @@ def test_gigpo_raises_frozen_lake_success_with_anchor_state_groups(
     buffer["explorer_input"]["default_workflow_type"] = "frozen_lake_step_wise"
     # Evaluated by whole episodes (success per episode, not per step row).
     buffer["explorer_input"]["eval_tasksets"][0]["default_workflow_type"] = "frozen_lake"
-    # Nine explorer steps of four maps, eight episodes each: about 70 to 110 step rows a step, so a
-    # batch of 96 rows is about one explorer step's. The trainer's step count is set, since the
-    # rows of a task vary with its episodes' lengths. (With five trainer steps the rise was about
-    # as large as the threshold and the test failed one run in three.)
-    buffer["batch_size"], buffer["total_steps"], buffer["train_batch_size"] = 4, 9, 96
+    # Eleven explorer steps of four maps, eight episodes each: about 70 to 110 step rows a step, so
+    # a batch of 96 rows is about one explorer step's. The trainer's step count is set, since the
+    # rows of a task vary with its episodes' lengths, and the explorer makes enough rows for its
+    # eight steps even when the episodes grow short (at 70 rows a step, nine steps fell short).
+    # (With five trainer steps the rise was about as large as the threshold and the test failed
+    # one run in three.)
+    buffer["batch_size"], buffer["total_steps"], buffer["train_batch_size"] = 4, 11, 96
     config["stages"][1]["trainer"] = {"total_steps": 8}
     config["explorer"]["eval_interval"] = 100  # before and after training only
     warm_up = config["stages"][0]

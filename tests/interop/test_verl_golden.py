@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from trivium.cli.main import main
-from trivium.interop.dotted import set_path
+from trivium.config.dotted_paths import set_path
 from trivium.interop.verl_import import IGNORED, MAPPED, PASSED, convert_script
 from trivium.interop.yaml_render import render_yaml
 

@@ -22,7 +22,7 @@ def test_the_reply_is_split_into_reasoning_and_answer(name, text, expected):
 
 
 def test_no_parser_and_an_unknown_one():
-    assert reasoning_parser_named(None) is None and reasoning_parser_named("none") is None
+    assert reasoning_parser_named(None) is None and reasoning_parser_named("") is None
     with pytest.raises(UserError, match="deepseek_r1, qwen3"):
         reasoning_parser_named("r1")
 

@@ -7,7 +7,7 @@ import torch
 
 from trivium.models.engine import create_engine
 from trivium.models.rope import merged_rope_parameters
-from trivium.sync.self_check import trainer_logprobs
+from trivium.trainer.forward import trainer_logprobs
 from trivium.trainer.settings import TrainerSettings
 from trivium.trainer.trainer import Trainer
 

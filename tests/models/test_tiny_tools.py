@@ -5,13 +5,13 @@ import json
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from trivium.envs.calculator import CALCULATOR_TOOL
 from trivium.errors import UserError
 from trivium.models.chat_template import CHATML_TOOLS_TEMPLATE
 from trivium.models.engine import create_engine
 from trivium.models.tiny_tools import build_tiny_tools_model
 from trivium.models.tool_calls import tool_call_parser_named
 from trivium.models.wrapper import ModelWrapper
-from trivium.workflows.envs.calculator import CALCULATOR_TOOL
 
 CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "47 * 86"}}\n</tool_call>'
 

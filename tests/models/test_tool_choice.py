@@ -10,12 +10,12 @@ import json
 import openai
 import pytest
 
+from trivium.envs.calculator import CALCULATOR_TOOL
 from trivium.errors import UserError
 from trivium.models.engine import create_engine
 from trivium.models.server import serve_in_thread
 from trivium.models.tool_choice import FORCED_TOOL_CHOICE_REFUSAL, tools_to_render
 from trivium.models.wrapper import ModelWrapper
-from trivium.workflows.envs.calculator import CALCULATOR_TOOL
 
 MESSAGES = [{"role": "user", "content": "What is 12 * 34?"}]
 TOOLS = [CALCULATOR_TOOL]

@@ -15,7 +15,8 @@ import torch
 from trivium.cli.main import main
 from trivium.models.real_shapes import build_real_shape_model
 from trivium.models.wrapper import ModelWrapper
-from trivium.sync.self_check import DEFAULT_THRESHOLD, check_sync, trainer_logprobs
+from trivium.sync.self_check import DEFAULT_THRESHOLD, check_sync
+from trivium.trainer.forward import trainer_logprobs
 
 PRESETS = ("qwen2.5-0.5b", "qwen3-0.6b", "llama3.2-1b")
 

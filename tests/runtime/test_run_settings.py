@@ -137,14 +137,17 @@ def test_lora_configs_become_the_trainers_adapter_settings(tmp_path):
 
 
 @pytest.mark.parametrize("adapter, words", [
-    ({"lora_rank": 0}, "lora_rank must be >= 1"),
-    ({"lora_dtype": "int8"}, "lora_dtype is 'int8'"),
-    ({"lora_dropout": 1.0}, "lora_dropout must be in [0, 1)"),
-    ({"target_modules": []}, "target_modules must be 'all-linear' or a list"),
+    ({"lora_rank": 0}, "lora_rank: must be >= 1"),
+    ({"lora_dtype": "int8"}, "lora_dtype: is 'int8'"),
+    ({"lora_dropout": 1.0}, "lora_dropout: must be in [0, 1)"),
+    ({"target_modules": []}, "target_modules: must be 'all-linear' or a list"),
 ])
 def test_bad_lora_settings_name_the_key(tmp_path, adapter, words):
-    from trivium.errors import UserError
+    """Refused by validation (config/trainer_rules.py), so `trivium plan` names them too."""
+    from trivium.config import ConfigError, validate
 
-    with pytest.raises(UserError, match=r"model\.lora_configs\[0\]\.") as error:
-        settings(tmp_path, model={"lora_configs": [adapter]})
+    taskset = {"explorer_input": {"taskset": {"name": "t", "path": "/data/t"}}}
+    resolved = resolve_with_notes(load_config_from_dict(config(tmp_path, model={"lora_configs": [adapter]}, buffer=taskset)))[0]
+    with pytest.raises(ConfigError, match=r"model\.lora_configs\[0\]\.") as error:
+        validate(resolved)
     assert words in str(error.value)

@@ -4,7 +4,7 @@ import subprocess
 import sys
 import time
 
-from trivium.monitor.metric_names import STARTUP
+from trivium.core.metric_names import STARTUP
 from trivium.runtime import startup
 
 

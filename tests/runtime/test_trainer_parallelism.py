@@ -1,10 +1,12 @@
-"""How the config states the trainer's ranks, and what it refuses (docs/fsdp.md)."""
+"""How the config states the trainer's ranks, and what it refuses (docs/fsdp.md).
+
+Refusals come from validation (config/trainer_rules.py), as in `trivium plan` and `trivium run`."""
 
 from __future__ import annotations
 
 import pytest
 
-from trivium.config import load_config_from_dict, resolve
+from trivium.config import load_config_from_dict, resolve, validate
 from trivium.errors import UserError
 from trivium.runtime.settings import build_run_settings
 
@@ -16,11 +18,13 @@ def run_settings(tmp_path, **trainer):
         "model": {"model_path": "/models/m", "max_prompt_tokens": 16, "max_response_tokens": 8},
         "cluster": {"gpu_per_node": 0, **trainer.pop("cluster", {})},
         "algorithm": {"algorithm_type": "grpo", "repeat_times": 2},
-        "buffer": {"batch_size": 2, "total_steps": 3},
+        "buffer": {"batch_size": 2, "total_steps": 3, "explorer_input": {"taskset": {"name": "t", "path": "/data/t"}}},
         "trainer": trainer,
         "synchronizer": trainer.pop("synchronizer", {}),
     }
-    return build_run_settings(resolve(load_config_from_dict(data)))
+    resolved = resolve(load_config_from_dict(data))
+    validate(resolved)
+    return build_run_settings(resolved)
 
 
 def test_a_cpu_machine_trains_on_one_rank_unless_told_otherwise(tmp_path):
@@ -31,7 +35,7 @@ def test_a_cpu_machine_trains_on_one_rank_unless_told_otherwise(tmp_path):
 
 
 def test_strategy_none_allows_one_rank_only(tmp_path):
-    assert run_settings(tmp_path, trainer_strategy="none").trainer.strategy == "none"
+    assert run_settings(tmp_path, trainer_strategy="none").trainer.strategy is None
     with pytest.raises(UserError, match="trainer_strategy is 'none'"):
         run_settings(tmp_path, trainer_strategy="none", data_parallel_size=2)
 
@@ -76,7 +80,7 @@ def test_lora_over_several_ranks_is_accepted(tmp_path):
 
 def test_ddp_keeps_its_name_and_refuses_offload(tmp_path):
     assert run_settings(tmp_path, trainer_strategy="ddp", data_parallel_size=2).trainer.strategy == "ddp"
-    gpus = {"gpu_per_node": 4, "trainer_gpu_num": 2}
+    gpus = {"gpu_per_node": 3, "trainer_gpu_num": 2}
     assert run_settings(tmp_path, trainer_strategy="fsdp2", data_parallel_size=2, param_offload=True, cluster=gpus)
     with pytest.raises(UserError, match="trainer_strategy 'ddp' keeps whole models"):
         run_settings(tmp_path, trainer_strategy="ddp", data_parallel_size=2, param_offload=True, cluster=gpus)

@@ -91,3 +91,14 @@ def test_keys_without_effect_in_the_mode_are_noted(tiny_model_dir, tmp_path):
     notes = validate(resolve(load_config_from_dict(data)))
     assert any(n.key == "buffer.explorer_input.tasksets" and "reads no training taskset" in n.message for n in notes)
     assert not any(n.key == "explorer.proxy_port" for n in notes)
+
+
+def test_an_eval_taskset_with_an_unknown_workflow_is_refused_naming_its_key(tiny_model_dir, tmp_path):
+    (tmp_path / "eval.jsonl").write_text('{"question": "1+1", "answer": "2"}\n')
+    eval_taskset = {"name": "held_out", "path": str(tmp_path / "eval.jsonl"), "default_workflow_type": "math_workflw"}
+    data = serve_config(tiny_model_dir, tmp_path)
+    data["buffer"]["explorer_input"] = {"eval_tasksets": [eval_taskset]}
+    with pytest.raises(ConfigError) as refused:
+        checked(data)
+    assert "buffer.explorer_input.eval_tasksets[0].default_workflow_type" in str(refused.value)
+    assert "math_workflow" in str(refused.value)  # the closest registered name

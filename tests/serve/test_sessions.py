@@ -14,10 +14,10 @@ import torch
 
 from trivium.explorer.explorer import Explorer
 from trivium.models.engine import create_engine
+from trivium.models.served_sessions import Session, SessionRecorder
 from trivium.models.server import SESSION_HEADER, VERSION_HEADER, serve_in_thread
 from trivium.models.wrapper import ModelWrapper
 from trivium.serve import Client, ServeError
-from trivium.serve.sessions import Session, SessionRecorder
 
 QUESTION = [{"role": "user", "content": "What is 2 + 3?"}]
 

@@ -9,8 +9,9 @@ from tests.trainer.conftest import make_experiences
 from trivium.models.engine import create_engine, takes_lora_adapters
 from trivium.models.lora_delta import delta_from_adapter_dir, update_bytes
 from trivium.runtime.workers import load_actor_weights
-from trivium.sync.self_check import engine_logprobs, max_logprob_gap, trainer_logprobs
-from trivium.sync.synchronizer import stage_weights
+from trivium.sync.checkpoint_transport import CheckpointTransport
+from trivium.sync.self_check import engine_logprobs, max_logprob_gap
+from trivium.trainer.forward import trainer_logprobs
 from trivium.trainer.settings import LoRASettings, LossSettings, TrainerSettings
 from trivium.trainer.trainer import Trainer
 
@@ -108,7 +109,7 @@ def test_adapter_halves_in_separate_buckets_are_merged_when_both_arrived(tiny_mo
 def test_checkpoint_transport_carries_the_adapter_alone(tiny_model_dir, tmp_path):
     trainer = lora_trainer(tiny_model_dir, tmp_path)
     move_adapter(trainer, 0)
-    staged = stage_weights("checkpoint", 1, trainer.weights_for_sync(), run_dir=tmp_path)
+    staged = CheckpointTransport(run_dir=tmp_path).sender().stage(trainer, 1, copy=True)
     assert Path(staged.path).stat().st_size < 0.1 * model_bytes(tiny_model_dir)
     engine = create_engine("hf", model_path=tiny_model_dir, seed=0)
     assert engine.update_weights(staged.load(), staged.version) == 1

@@ -16,7 +16,8 @@ import pytest
 
 from trivium.errors import ComponentDied
 from trivium.sync.collective import free_port
-from trivium.trainer.rank_group import RankGroup, RankLauncher, Rendezvous
+from trivium.trainer.rank_group import RankGroup
+from trivium.trainer.rank_launcher import RankLauncher, Rendezvous
 from trivium.trainer.rank_watch import Heartbeat, connect_store, heartbeat_key
 from trivium.trainer.settings import LossSettings, TrainerSettings
 from trivium.trainer.trainer import Trainer

@@ -31,7 +31,7 @@ def test_first_step_kl_to_reference_is_zero_and_weights_change(tiny_model_dir, t
 
 
 def test_sft_loss_falls_on_a_repeated_batch(tiny_model_dir, tmp_path):
-    trainer = Trainer(_settings(tiny_model_dir, policy_loss_fn="sft", advantage_fn="none"), run_dir=tmp_path)
+    trainer = Trainer(_settings(tiny_model_dir, policy_loss_fn="sft", advantage_fn=None), run_dir=tmp_path)
     experiences = make_experiences(num_groups=1, group_size=4)
     losses = [trainer.train_step(experiences)["actor/pg_loss"] for _ in range(15)]
     assert losses[-1] < 0.5 * losses[0]

@@ -7,10 +7,10 @@ import pytest
 
 from trivium.core.task import Task
 from trivium.data.guessing import generate_guessing
+from trivium.envs.guessing import GuessingGame
 from trivium.models.engine import create_engine
 from trivium.models.wrapper import ModelWrapper
 from trivium.rewards.registry import REWARD_FNS, score
-from trivium.workflows.envs.guessing import GuessingGame
 from trivium.workflows.registry import WORKFLOWS
 from trivium.workflows.rubric_judge_workflow import parse_score
 

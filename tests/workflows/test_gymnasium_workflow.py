@@ -11,8 +11,8 @@ import pytest
 from trivium.core.task import Task
 from trivium.data.builder import build_task_data
 from trivium.data.gymnasium_tasks import generate_gymnasium
+from trivium.envs.gymnasium_text import BlackjackText, FrozenLakeText, TaxiText, adapter_for
 from trivium.errors import UserError
-from trivium.workflows.envs.gymnasium_text import BlackjackText, FrozenLakeText, TaxiText, adapter_for
 from trivium.workflows.registry import WORKFLOWS
 
 # gymnasium 1.4 retired Taxi-v3 for Taxi-v4; the adapter serves both.
@@ -185,7 +185,7 @@ def test_unsupported_env_id_is_refused_listing_the_supported_ones(async_scripted
         play(async_scripted_model(["L"]), {"env_id": "CartPole-v1"})
     assert str(refused.value) == (
         "gymnasium environment 'CartPole-v1' has no text adapter in trivium; supported: FrozenLake-v1, "
-        "FrozenLake8x8-v1, Taxi-v3, Taxi-v4, Blackjack-v1 (add one in trivium/workflows/envs/gymnasium_text.py)."
+        "FrozenLake8x8-v1, Taxi-v3, Taxi-v4, Blackjack-v1 (add one in trivium/envs/gymnasium_text.py)."
     )
     with pytest.raises(UserError, match="names no environment"):
         play(async_scripted_model(["L"]), {"seed": 1})

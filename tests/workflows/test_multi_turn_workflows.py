@@ -7,10 +7,10 @@ import torch
 
 from trivium.core.task import Task
 from trivium.data.frozen_lake import generate_frozen_lake, map_space
+from trivium.envs.frozen_lake import FrozenLake, solvable
 from trivium.errors import UserError
 from trivium.models.engine import create_engine
 from trivium.models.wrapper import ModelWrapper
-from trivium.workflows.envs.frozen_lake import FrozenLake, solvable
 from trivium.workflows.registry import WORKFLOWS
 
 LAKE = ["S..", ".H.", "..G"]

@@ -9,11 +9,11 @@ import pytest
 
 from trivium.core.task import Task
 from trivium.data.builder import build_task_data
+from trivium.envs.textworld_game import ANSWER_HINT, read_command, start_game
 from trivium.errors import UserError
 from trivium.models.engine import create_engine
 from trivium.models.wrapper import ModelWrapper
 from trivium.workflows.registry import WORKFLOWS
-from trivium.workflows.textworld_workflow import ANSWER_HINT, read_command, start_game
 
 
 def read_split(data: Path, split: str) -> list[dict]:

@@ -39,7 +39,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from trivium.algorithm.grouping import GroupStats, group_stats
+from trivium.algorithm.grouping import GroupStats, group_stats, single_sample_convention
 from trivium.lazy import lazy_module, no_grad
 from trivium.registry import Registry
 
@@ -55,6 +55,7 @@ AdvantageFn = Callable[..., "tuple[torch.Tensor, torch.Tensor]"]
 ADVANTAGE_FNS: Registry[AdvantageFn] = Registry(
     "advantage_fn",
     builtin_modules=(
+        "trivium.algorithm.baseline_advantages",
         "trivium.algorithm.multi_step",
         "trivium.algorithm.reinforce_advantages",
         "trivium.algorithm.distillation",
@@ -176,14 +177,6 @@ def _group_advantages(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     advantages = _broadcast(per_sequence, response_mask)
     return advantages, advantages.clone()
-
-
-def single_sample_convention(stats: GroupStats) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each row's group mean and std, with veRL's values for a group of one: mean 0, std 1."""
-    alone = stats.size <= 1
-    mean = torch.where(alone, torch.zeros_like(stats.mean), stats.mean)
-    std = torch.where(alone, torch.ones_like(stats.std), stats.std)
-    return mean, std
 
 
 def normalized_group_scores(
@@ -378,25 +371,3 @@ def computed_in_trainer(name: str, fn: AdvantageFn) -> AdvantageFn:
         return fn(**kwargs)
 
     return register_advantage_fn(name, needs_group=True, in_trainer=True)(in_trainer)
-
-
-# rloo, opmd and the estimators that need no group live in their own module; importing it here
-# registers them whenever this module is imported, and their names stay importable from here
-# (read on first use, so that either module may be imported first).
-from trivium.algorithm import baseline_advantages
-
-_BASELINE_ESTIMATOR_NAMES = (
-    "rloo_advantages",
-    "opmd_advantages",
-    "OPMD_BASELINES",
-    "gae_advantages",
-    "reinforce_plus_plus_advantages",
-    "remax_advantages",
-    "no_advantages",
-)
-
-
-def __getattr__(name: str):
-    if name in _BASELINE_ESTIMATOR_NAMES:
-        return getattr(baseline_advantages, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

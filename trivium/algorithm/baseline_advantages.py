@@ -5,8 +5,8 @@ advantage estimation from critic values), ``reinforceplusplus`` (discounted rewa
 whitened over the batch), ``remax`` (a greedy response's reward) and ``none`` (zeros, for
 losses without advantages).
 
-They share the signature, registry and helpers of ``trivium.algorithm.advantages``, which
-imports this module, so they are registered whenever that module is.
+They share the signature, registry and helpers of ``trivium.algorithm.advantages``, whose
+registry imports this module on its first lookup.
 """
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ from trivium.algorithm.advantages import (
     _require,
     computed_in_trainer,
     register_advantage_fn,
-    single_sample_convention,
 )
 from trivium.algorithm.aggregation import masked_whiten
-from trivium.algorithm.grouping import group_logavgexp
+from trivium.algorithm.grouping import group_logavgexp, single_sample_convention
 from trivium.lazy import lazy_module, no_grad
 
 if TYPE_CHECKING:

@@ -25,7 +25,12 @@ if TYPE_CHECKING:
 else:
     torch = lazy_module("torch", globals())
 
-COD_STD_CAL_LEVELS = ("group", "batch", "none")
+# std_cal_level -> multi_step_grpo's spread arguments; ``none`` divides by nothing.
+COD_SPREADS = {
+    "group": {"std_cal_level": "group", "std_normalize": True},
+    "batch": {"std_cal_level": "batch", "std_normalize": True},
+    "none": {"std_cal_level": "group", "std_normalize": False},
+}
 
 
 def _multi_step_args(std_cal_level: str, iterative_hint_e2e_causal: bool) -> dict:
@@ -35,13 +40,11 @@ def _multi_step_args(std_cal_level: str, iterative_hint_e2e_causal: bool) -> dic
             "episodes of one meta-trajectory) is not implemented; remove the key (or set it false) for "
             "cod's step-wise GRPO form"
         )
-    if std_cal_level not in COD_STD_CAL_LEVELS:
+    if std_cal_level not in COD_SPREADS:
         raise UserError(
-            f"advantage_fn_args.std_cal_level must be one of group, batch, none; got {std_cal_level!r}"
+            f"advantage_fn_args.std_cal_level must be one of {', '.join(COD_SPREADS)}; got {std_cal_level!r}"
         )
-    if std_cal_level == "none":
-        return {"std_cal_level": "group", "std_normalize": False}
-    return {"std_cal_level": std_cal_level, "std_normalize": True}
+    return dict(COD_SPREADS[std_cal_level])
 
 
 @register_advantage_fn("cod", needs_group=True, needs_episodes=True)

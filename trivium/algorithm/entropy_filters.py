@@ -23,6 +23,8 @@ terms). Only negative-advantage tokens are ever dropped.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from trivium.algorithm.advantages import (
@@ -46,15 +48,14 @@ def entropy_signal(logprobs: torch.Tensor, entropy: torch.Tensor) -> torch.Tenso
 
 
 CLIP_TARGETS = ("mask", "advantage")
-
-
-def _check_clip_target(clip_target: str) -> None:
-    if clip_target not in CLIP_TARGETS:
-        raise ValueError(f"clip_target must be 'mask' or 'advantage', got {clip_target!r}")
+DEFAULT_CLIP_TARGET = "mask"
 
 
 def _grpo_token_advantages(
-    name: str, token_level_rewards: torch.Tensor, response_mask: torch.Tensor, group_ids: torch.Tensor | None,
+    name: str,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: torch.Tensor | None,
     epsilon: float,
 ) -> torch.Tensor:
     scores, stats = _group_scores(name, token_level_rewards, response_mask, group_ids)
@@ -70,7 +71,11 @@ def _population_spread(values: torch.Tensor, mask: torch.Tensor) -> tuple[torch.
 
 
 def clipb_dropped(
-    advantages: torch.Tensor, response_mask: torch.Tensor, logprobs: torch.Tensor, entropy: torch.Tensor, mu: float
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    logprobs: torch.Tensor,
+    entropy: torch.Tensor,
+    mu: float,
 ) -> torch.Tensor:
     """(B, R) bool: negative-advantage tokens whose S lies more than mu (population, batch)
     standard deviations below the batch mean; none when that deviation is ~0."""
@@ -112,13 +117,51 @@ def clipv_dropped(
     return candidates
 
 
-def _narrowed(response_mask: torch.Tensor, dropped: torch.Tensor, clip_target: str) -> torch.Tensor:
-    # m'_t = m_t * (1 - dropped_t) when the mask is the target, else m_t
-    return response_mask * (~dropped).to(response_mask.dtype) if clip_target == "mask" else response_mask
+FilterParts = tuple["torch.Tensor", Callable[[], "torch.Tensor"]]
+
+
+def entropy_filter(parts_fn: Callable[..., FilterParts]) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """Turn a filter's ``parts_fn`` into its estimator, with the ``response_mask_fn`` companion.
+
+    ``parts_fn`` declares the estimator's keyword arguments (the registry reads them through
+    the wrapper) and returns the GRPO advantages (B, R) and a function giving the (B, R) bool
+    tokens the filter drops, computed only when ``clip_target`` needs them. The estimator
+    zeroes the dropped tokens' advantages for ``clip_target="advantage"``; the companion
+    removes them from the response mask for "mask". Returns keep every token.
+    """
+
+    @functools.wraps(parts_fn)
+    def advantages_fn(**arguments) -> tuple[torch.Tensor, torch.Tensor]:
+        clip_target = _clip_target(arguments)
+        advantages, dropped = parts_fn(**arguments)
+        if clip_target == "mask":
+            return advantages, advantages.clone()
+        return advantages * (~dropped()).float(), advantages.clone()
+
+    @no_grad
+    def response_mask_fn(**arguments) -> torch.Tensor:
+        """The (B, R) response mask without the tokens the filter drops (unchanged for clip_target 'advantage')."""
+        response_mask = arguments["response_mask"]
+        if _clip_target(arguments) != "mask":
+            return response_mask
+        _, dropped = parts_fn(**arguments)
+        # m'_t = m_t * (1 - dropped_t)
+        return response_mask * (~dropped()).to(response_mask.dtype)
+
+    estimator = no_grad(advantages_fn)
+    estimator.response_mask_fn = response_mask_fn
+    return estimator
+
+
+def _clip_target(arguments: dict) -> str:
+    clip_target = arguments.get("clip_target", DEFAULT_CLIP_TARGET)
+    if clip_target not in CLIP_TARGETS:
+        raise ValueError(f"clip_target must be 'mask' or 'advantage', got {clip_target!r}")
+    return clip_target
 
 
 @register_advantage_fn("clipb", needs_group=True, in_trainer=True, needs_entropy=True)
-@no_grad
+@entropy_filter
 def clipb_advantages(
     *,
     token_level_rewards: torch.Tensor,
@@ -128,56 +171,26 @@ def clipb_advantages(
     entropy: torch.Tensor | None = None,
     epsilon: float = 1e-6,
     mu: float = 2.5,
-    clip_target: str = "mask",
+    clip_target: str = DEFAULT_CLIP_TARGET,
     **_ignored,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> FilterParts:
     """GRPO advantages (veRL convention); negative-advantage tokens whose entropy signal lies
     more than ``mu`` standard deviations below the batch mean are dropped (``clipb_dropped``).
 
     The mean and (population) standard deviation of S are taken over all response tokens of
     the batch. Positive-advantage tokens are always kept. With ``clip_target="advantage"`` a
-    dropped token's advantage is 0; with "mask" the advantages are left whole and
-    ``clipb_response_mask`` removes the token. Returns (advantages, returns); returns keep
-    every token.
+    dropped token's advantage is 0; with "mask" the advantages are left whole and the
+    ``response_mask_fn`` companion removes the token. Returns (advantages, returns); returns
+    keep every token.
     """
-    _check_clip_target(clip_target)
     if logprobs is None or entropy is None:
         raise ValueError("advantage_fn 'clipb' needs the current policy's logprobs and entropy (B, R)")
     advantages = _grpo_token_advantages("clipb", token_level_rewards, response_mask, group_ids, epsilon)
-    if clip_target == "mask":
-        return advantages, advantages.clone()
-    dropped = clipb_dropped(advantages, response_mask, logprobs, entropy, mu)
-    return advantages * (~dropped).float(), advantages.clone()
-
-
-@no_grad
-def clipb_response_mask(
-    *,
-    token_level_rewards: torch.Tensor,
-    response_mask: torch.Tensor,
-    group_ids: torch.Tensor | None = None,
-    logprobs: torch.Tensor | None = None,
-    entropy: torch.Tensor | None = None,
-    epsilon: float = 1e-6,
-    mu: float = 2.5,
-    clip_target: str = "mask",
-    **_ignored,
-) -> torch.Tensor:
-    """The (B, R) response mask without the tokens clipb drops (unchanged for clip_target 'advantage')."""
-    _check_clip_target(clip_target)
-    if clip_target != "mask":
-        return response_mask
-    if logprobs is None or entropy is None:
-        raise ValueError("advantage_fn 'clipb' needs the current policy's logprobs and entropy (B, R)")
-    advantages = _grpo_token_advantages("clipb", token_level_rewards, response_mask, group_ids, epsilon)
-    return _narrowed(response_mask, clipb_dropped(advantages, response_mask, logprobs, entropy, mu), clip_target)
-
-
-clipb_advantages.response_mask_fn = clipb_response_mask
+    return advantages, lambda: clipb_dropped(advantages, response_mask, logprobs, entropy, mu)
 
 
 @register_advantage_fn("clipv", needs_group=True, in_trainer=True, needs_entropy=True)
-@no_grad
+@entropy_filter
 def clipv_advantages(
     *,
     token_level_rewards: torch.Tensor,
@@ -189,50 +202,21 @@ def clipv_advantages(
     epsilon: float = 1e-6,
     mu: float = 8.5,
     max_frac: float = 1e-4,
-    clip_target: str = "mask",
+    clip_target: str = DEFAULT_CLIP_TARGET,
     **_ignored,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> FilterParts:
     """GRPO advantages (veRL convention); negative-advantage tokens with D = N - S above
     ``mu`` times D's (population, batch) standard deviation are dropped, at most
     max(1, max_frac * n) of them, those with the largest D (``clipv_dropped``). With
     ``clip_target="advantage"`` a dropped token's advantage is 0; with "mask" the advantages
-    are left whole and ``clipv_response_mask`` removes the token.
+    are left whole and the ``response_mask_fn`` companion removes the token.
     Returns (advantages, returns); returns keep every token.
     """
-    _check_clip_target(clip_target)
     if logprobs is None or entropy is None or expected_entropy_signal is None:
-        raise ValueError("advantage_fn 'clipv' needs the current logprobs, entropy and expected_entropy_signal (B, R)")
+        raise ValueError(
+            "advantage_fn 'clipv' needs the current logprobs, entropy and expected_entropy_signal (B, R)"
+        )
     advantages = _grpo_token_advantages("clipv", token_level_rewards, response_mask, group_ids, epsilon)
-    if clip_target == "mask":
-        return advantages, advantages.clone()
-    dropped = clipv_dropped(advantages, response_mask, logprobs, entropy, expected_entropy_signal, mu, max_frac)
-    return advantages * (~dropped).float(), advantages.clone()
-
-
-@no_grad
-def clipv_response_mask(
-    *,
-    token_level_rewards: torch.Tensor,
-    response_mask: torch.Tensor,
-    group_ids: torch.Tensor | None = None,
-    logprobs: torch.Tensor | None = None,
-    entropy: torch.Tensor | None = None,
-    expected_entropy_signal: torch.Tensor | None = None,
-    epsilon: float = 1e-6,
-    mu: float = 8.5,
-    max_frac: float = 1e-4,
-    clip_target: str = "mask",
-    **_ignored,
-) -> torch.Tensor:
-    """The (B, R) response mask without the tokens clipv drops (unchanged for clip_target 'advantage')."""
-    _check_clip_target(clip_target)
-    if clip_target != "mask":
-        return response_mask
-    if logprobs is None or entropy is None or expected_entropy_signal is None:
-        raise ValueError("advantage_fn 'clipv' needs the current logprobs, entropy and expected_entropy_signal (B, R)")
-    advantages = _grpo_token_advantages("clipv", token_level_rewards, response_mask, group_ids, epsilon)
-    dropped = clipv_dropped(advantages, response_mask, logprobs, entropy, expected_entropy_signal, mu, max_frac)
-    return _narrowed(response_mask, dropped, clip_target)
-
-
-clipv_advantages.response_mask_fn = clipv_response_mask
+    return advantages, lambda: clipv_dropped(
+        advantages, response_mask, logprobs, entropy, expected_entropy_signal, mu, max_frac
+    )

@@ -2,7 +2,8 @@
 
 Group-based advantage estimators (grpo, rloo, opmd) compare each response with the other
 responses to the same task; ``group_ids`` (B,) says which rows belong together. This module
-only computes the statistics; the estimators decide what to do with them.
+computes the statistics, and the mean and std a group of one sample takes (veRL's
+convention); the estimators decide what to do with them.
 """
 
 from __future__ import annotations
@@ -53,6 +54,14 @@ def group_stats(scores: torch.Tensor, group_ids: torch.Tensor) -> GroupStats:
         mean=mean[row_to_group],
         std=std[row_to_group],
     )
+
+
+def single_sample_convention(stats: GroupStats) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's group mean and std, with veRL's values for a group of one: mean 0, std 1."""
+    alone = stats.size <= 1
+    mean = torch.where(alone, torch.zeros_like(stats.mean), stats.mean)
+    std = torch.where(alone, torch.ones_like(stats.std), stats.std)
+    return mean, std
 
 
 def group_logavgexp(scores: torch.Tensor, group_ids: torch.Tensor, tau: float) -> torch.Tensor:

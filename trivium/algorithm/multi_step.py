@@ -36,9 +36,8 @@ from trivium.algorithm.advantages import (
     flat_or_lone_groups,
     kept_rows_of_groups,
     register_advantage_fn,
-    single_sample_convention,
 )
-from trivium.algorithm.grouping import GroupStats, group_stats
+from trivium.algorithm.grouping import GroupStats, group_stats, single_sample_convention
 from trivium.lazy import lazy_module, no_grad
 
 if TYPE_CHECKING:

@@ -42,6 +42,7 @@ PolicyLossFn = Callable[..., "tuple[torch.Tensor, dict[str, float]]"]
 POLICY_LOSS_FNS: Registry[PolicyLossFn] = Registry(
     "policy_loss_fn",
     builtin_modules=(
+        "trivium.algorithm.supervised_losses",
         "trivium.algorithm.reinforce_losses",
         "trivium.algorithm.chord",
         "trivium.algorithm.m2po",
@@ -353,17 +354,3 @@ def opmd_policy_loss(
         }
     )
     return loss, metrics
-
-
-# sft, dpo and mix live in their own module; importing it here registers them whenever this
-# module is imported, and their names stay importable from here (read on first use, so that
-# either module may be imported first).
-from trivium.algorithm import supervised_losses
-
-_SUPERVISED_NAMES = ("sft_loss", "dpo_loss", "mix_policy_loss", "mixed_loss", "part_weights", "select_rows")
-
-
-def __getattr__(name: str):
-    if name in _SUPERVISED_NAMES:
-        return getattr(supervised_losses, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

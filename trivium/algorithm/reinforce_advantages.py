@@ -10,19 +10,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trivium.algorithm.advantages import (
-    _broadcast,
+    _group_advantages,
     _group_scores,
     computed_in_trainer,
     register_advantage_fn,
-    single_sample_convention,
 )
-from trivium.algorithm.grouping import group_stats
+from trivium.algorithm.grouping import group_stats, single_sample_convention
 from trivium.lazy import lazy_module, no_grad
 
 if TYPE_CHECKING:
     import torch
 else:
     torch = lazy_module("torch", globals())
+
+# rec's ``drop`` choices: keep every sample (None, or the config's ``none``), or ``balance``.
+REC_DROPS = (None, "none", "balance")
 
 
 @register_advantage_fn("reinforce", needs_group=True)
@@ -41,8 +43,7 @@ def reinforce_advantages(
     """
     scores, _ = _group_scores("reinforce", token_level_rewards, response_mask, group_ids)
     # A_{i,t} = s_i
-    advantages = _broadcast(scores, response_mask)
-    return advantages, advantages.clone()
+    return _group_advantages(scores, response_mask)
 
 
 @register_advantage_fn("asymre", needs_group=True)
@@ -67,8 +68,7 @@ def asymre_advantages(
     # b_g = mean_g + shift  (b = 0 for a group of one)
     baseline = torch.where(stats.size > 1, mean + baseline_shift, torch.zeros_like(mean))
     # a_i = s_i - b_g
-    advantages = _broadcast(scores - baseline, response_mask)
-    return advantages, advantages.clone()
+    return _group_advantages(scores - baseline, response_mask)
 
 
 computed_in_trainer("asymre_verl", asymre_advantages)
@@ -96,7 +96,7 @@ def rec_advantages(
     of one sample, or with one kept sample, takes mean 0 and std 1.
     Returns (advantages, returns), both (B, R) and equal.
     """
-    if drop not in (None, "none", "balance"):
+    if drop not in REC_DROPS:
         raise ValueError(f"rec advantage: drop must be None or 'balance', got {drop!r}")
     scores, stats = _group_scores("rec", token_level_rewards, response_mask, group_ids)
     keep = torch.ones_like(scores, dtype=torch.bool)
@@ -112,8 +112,7 @@ def rec_advantages(
         kept = scores[keep]
         # a_i = (s_i - mean_g) / (std_g + epsilon), or s_i - mean_g
         per_sequence[keep] = (kept - mean) / (std + epsilon) if std_normalize else kept - mean
-    advantages = _broadcast(per_sequence, response_mask)
-    return advantages, advantages.clone()
+    return _group_advantages(per_sequence, response_mask)
 
 
 def _balanced_keep(
@@ -155,5 +154,4 @@ def raft_advantages(
     )
     # a_i = 1 if s_i = max_g and s_i > threshold else 0
     selected = (scores >= best[row_to_group]) & (scores > reward_threshold)
-    advantages = _broadcast(selected.float(), response_mask)
-    return advantages, advantages.clone()
+    return _group_advantages(selected.float(), response_mask)

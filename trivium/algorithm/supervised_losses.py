@@ -2,8 +2,8 @@
 ``sft`` (likelihood of the responses), ``dpo`` (preference pairs against a reference model) and
 ``mix`` (an RL loss on the policy's rows plus SFT on expert rows), with the part weights of mix.
 
-They share the signature, registry and helpers of ``trivium.algorithm.policy_losses``, which
-imports this module, so they are registered whenever that module is.
+They share the signature, registry and helpers of ``trivium.algorithm.policy_losses``, whose
+registry imports this module on its first lookup.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from trivium.buffer.base import BufferReader, Restored, check_batch_size, option
+from trivium.buffer.base import BufferReader, Restored, check_batch_size
 from trivium.buffer.formatters import DPOFormatter, SFTFormatter
 from trivium.buffer.task_reader import TaskReader
 from trivium.core.experience import Experience
@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 class AuxiliaryBufferReader(BufferReader):
     def __init__(self, config: Any, *, tokenizer: Any, kind: str | None = None,
                  default_seed: int | None = None, strict: bool = False, **_: Any):
-        self.name = option(config, "name", "auxiliary")
+        self.name = config.name
         self.rows = TaskReader(config, total_epochs=None, strict=strict, default_seed=default_seed)
         fmt = self.rows.format
         columns = getattr(self.rows.rows, "column_names", None) or list(self.rows.rows[0])

@@ -1,8 +1,7 @@
 """The reader/writer interface every experience storage implements, and its end signal.
 
-Owns: ``BufferWriter``, ``BufferReader``, ``BufferExhausted`` and the small helper that reads
-a storage config by attribute. Storages live in their own modules; nothing here touches
-a database, a file or a thread.
+Owns: ``BufferWriter``, ``BufferReader``, ``BufferExhausted`` and the batch-size check.
+Storages live in their own modules; nothing here touches a database, a file or a thread.
 """
 
 from __future__ import annotations
@@ -20,12 +19,6 @@ DEFAULT_READ_TIMEOUT = 1800.0
 
 class BufferExhausted(Exception):
     """Every writer has finished and nothing is left to read (or a taskset ran out)."""
-
-
-def option(config: Any, name: str, default: Any = None) -> Any:
-    """``config.name`` if set (not None), else ``default``; configs are duck-typed."""
-    value = getattr(config, name, None)
-    return default if value is None else value
 
 
 class BufferWriter(ABC):

@@ -7,11 +7,13 @@ usable and which are not, by line or row number.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from trivium.buffer.row_check import BadRow
 from trivium.buffer.task_reader import TaskReader
+from trivium.core.storage_kinds import storage_kind
 from trivium.errors import UserError
 
 SHOWN_BAD_ROWS = 20
@@ -52,7 +54,10 @@ def datasets_of(config: Any) -> Iterator[tuple[str, Any]]:
     for storage in (trainer_input.auxiliary_buffers or {}).values():
         yield "auxiliary buffer", storage
     experience_buffer = trainer_input.experience_buffer
-    if experience_buffer is not None and experience_buffer.storage_type == "file" and experience_buffer.path:
+    if experience_buffer is None or not experience_buffer.path:
+        return
+    kind = storage_kind(experience_buffer.storage_type)
+    if kind.holds_datasets and not kind.trainer_reads_experiences:  # a trainer reads it as a dataset
         yield "experience buffer", experience_buffer
 
 

@@ -14,16 +14,18 @@ from typing import Any
 
 import yaml
 
+from trivium.buffer.data_juicer_checks import (
+    data_juicer_installed,
+    data_juicer_operators,
+    operator_problem,
+    refusal_message,
+)
 from trivium.buffer.data_juicer_ops import (
     EXPERIENCE_FIELDS,
     build_operator,
     check_experience_fields,
-    data_juicer_installed,
-    data_juicer_operators,
     experience_sample,
     kept_experiences,
-    operator_problem,
-    refusal_message,
     run_operators,
 )
 from trivium.buffer.operators import EXPERIENCE_OPERATORS, ExperienceOperator

@@ -22,7 +22,6 @@ from the Beta when ``do_sample``), and takes the ``count`` best (``tau: 0``) or 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -149,20 +148,3 @@ class DifficultyBasedSelector(TaskSelector):
         self.pending = {int(k): float(v) for k, v in state.get("pending", {}).items()}
         if "rng" in state:
             self._rng.bit_generator.state = state["rng"]
-
-
-def feature_matrix(row_of: Callable[[int], dict], num_tasks: int, feature_keys: list[str]) -> np.ndarray:
-    """(num_tasks, len(feature_keys)) floats from each usable row's ``feature_keys`` columns."""
-    matrix = np.empty((num_tasks, len(feature_keys)))
-    for index in range(num_tasks):
-        row = row_of(index)
-        for column, key in enumerate(feature_keys):
-            value = row.get(key)
-            try:
-                matrix[index, column] = float(value)
-            except (TypeError, ValueError):
-                raise UserError(
-                    f"task_selector.feature_keys: usable row {index} has {key}={value!r}; every row needs a number "
-                    f"in column '{key}'"
-                ) from None
-    return matrix

@@ -10,18 +10,20 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trivium.buffer.base import BufferExhausted, BufferReader, BufferWriter, Restored, check_batch_size, option
+from trivium.buffer.base import BufferExhausted, BufferReader, BufferWriter, Restored, check_batch_size
 from trivium.buffer.codec import experience_from_json, experience_to_json
 from trivium.core.experience import Experience
 from trivium.errors import UserError
 
+if TYPE_CHECKING:
+    from trivium.config.schema import StorageConfig
 
-def experience_file(config: Any) -> Path:
+
+def experience_file(config: StorageConfig) -> Path:
     """``path`` itself when it names a ``.jsonl`` file, else ``<path>/<name>.jsonl``."""
-    path = option(config, "path")
-    name = option(config, "name", "experiences")
+    path, name = config.path, config.name
     if not path:
         raise UserError(f"File storage '{name}' needs a `path` (a directory or a .jsonl file).")
     path = Path(path).expanduser()
@@ -100,3 +102,11 @@ class JsonlReader(BufferReader):
         while self._line_number < int(state.get("line", 0)) and self._file.readline():
             self._line_number += 1
         return Restored()
+
+
+def open_file_writer(config: StorageConfig) -> JsonlWriter:
+    return JsonlWriter(experience_file(config))
+
+
+def open_file_reader(config: StorageConfig) -> JsonlReader:
+    return JsonlReader(experience_file(config))

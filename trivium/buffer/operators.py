@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from trivium.core.experience import Experience
 from trivium.core.reward_check import is_valid_reward, reward_problem

@@ -13,6 +13,7 @@ operator name is looked up in trivium's registries first, then in Data-Juicer's
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,7 +32,7 @@ def _name_and_args(config: Any) -> tuple[Any, dict[str, Any]]:
 
 
 def _unknown_name(registry: Registry, name: str, section: str) -> str:
-    from trivium.buffer.data_juicer_ops import data_juicer_operators
+    from trivium.buffer.data_juicer_checks import data_juicer_operators
 
     trivium_names, juicer_names = registry.names(), list(data_juicer_operators())
     close = difflib.get_close_matches(name, trivium_names, n=3) + difflib.get_close_matches(
@@ -52,11 +53,11 @@ def _unknown_name(registry: Registry, name: str, section: str) -> str:
 
 
 def _build(registry: Registry, config: Any, section: str, target_fields: Sequence[str] = ()) -> Any:
-    from trivium.buffer import data_juicer_ops
+    from trivium.buffer import data_juicer_checks, data_juicer_ops
 
     name, args = _name_and_args(config)
     on_experiences = registry is EXPERIENCE_OPERATORS
-    if name and name not in registry and data_juicer_ops.is_data_juicer_operator(name):
+    if name and name not in registry and data_juicer_checks.is_data_juicer_operator(name):
         from trivium.buffer.data_juicer_task_stats import StatsKeepingTaskOperator
 
         kind = data_juicer_ops.DataJuicerExperienceOperator if on_experiences else StatsKeepingTaskOperator
@@ -84,7 +85,7 @@ def pipeline_problems(pipeline: Any, pipeline_name: str) -> list[tuple[str, str]
     missing package at run time, one with bad args or no field to read, and a recipe file's
     operators of the same kinds. A recipe file not found from here is left to the run.
     """
-    from trivium.buffer import data_juicer_ops
+    from trivium.buffer import data_juicer_checks, data_juicer_ops
 
     registry = EXPERIENCE_OPERATORS if pipeline_name == "experience_pipeline" else TASK_OPERATORS
     problems = _pipeline_key_problems(pipeline, pipeline_name) if pipeline else []
@@ -99,7 +100,7 @@ def pipeline_problems(pipeline: Any, pipeline_name: str) -> list[tuple[str, str]
             problems += [
                 (f"{key}.args", problem) for problem in (config_problems(args) if config_problems else [])
             ]
-        elif data_juicer_ops.is_data_juicer_operator(name):
+        elif data_juicer_checks.is_data_juicer_operator(name):
             on_experiences = registry is EXPERIENCE_OPERATORS
             problem = data_juicer_ops.entry_problem(
                 name, args, pipeline.target_fields, on_experiences=on_experiences
@@ -109,6 +110,39 @@ def pipeline_problems(pipeline: Any, pipeline_name: str) -> list[tuple[str, str]
         elif "." not in name and ":" not in name:
             problems.append((f"{key}.name", _unknown_name(registry, name, key).split(": ", 1)[1]))
     return problems
+
+
+def pipeline_notes(pipeline: Any, pipeline_name: str) -> list[tuple[str, str]]:
+    """(key, note) for each Data-Juicer operator of the pipeline that calls a model through an API."""
+    from trivium.buffer import data_juicer_api_models, data_juicer_checks
+
+    if pipeline is None:
+        return []
+    section = f"data_processor.{pipeline_name}"
+    entries = [
+        (f"{section}.operators[{index}]", *_name_and_args(config))
+        for index, config in enumerate(pipeline.operators)
+    ]
+    recipes = [(f"{section}.config_path", pipeline.config_path)] if pipeline.config_path else []
+    recipes += [
+        (key, args["config_path"])
+        for key, name, args in entries
+        if name == "data_juicer" and "config_path" in args
+    ]
+    for key, path in recipes:
+        if Path(path).is_file():  # read from the directory the run starts in
+            from trivium.buffer.data_juicer_recipes import pipeline_recipe
+
+            with contextlib.suppress(UserError):  # a bad recipe is pipeline_problems' to report
+                entries += [(key, config["name"], config["args"]) for config in pipeline_recipe(path)[0]]
+    notes = []
+    for key, name, args in entries:
+        trivium_own = name in EXPERIENCE_OPERATORS or name in TASK_OPERATORS
+        if name and not trivium_own and data_juicer_checks.is_data_juicer_operator(name):
+            note = data_juicer_api_models.api_note(name, args)
+            if note:
+                notes.append((key, note))
+    return notes
 
 
 def _pipeline_key_problems(pipeline: Any, pipeline_name: str) -> list[tuple[str, str]]:

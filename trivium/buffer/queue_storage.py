@@ -20,7 +20,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trivium.buffer.base import (
     DEFAULT_READ_TIMEOUT,
@@ -29,12 +29,14 @@ from trivium.buffer.base import (
     BufferWriter,
     Restored,
     check_batch_size,
-    option,
 )
 from trivium.buffer.queue_mirror import QueueMirror, open_mirror
 from trivium.buffer.replay import ReplayPolicy
 from trivium.core.experience import Experience
 from trivium.errors import UserError
+
+if TYPE_CHECKING:
+    from trivium.config.schema import StorageConfig
 
 
 
@@ -260,22 +262,22 @@ _queues_lock = threading.Lock()
 _shared_queue_lookup: Any = None
 
 
-def new_queue(config: Any) -> ExperienceQueue:
+def new_queue(config: StorageConfig) -> ExperienceQueue:
     """A queue built from a storage config."""
-    name = option(config, "name")
+    name = config.name
     if not name:
         raise UserError("A queue storage needs a `name` (the buffer is shared by that name).")
     return ExperienceQueue(
         name=name,
-        capacity=option(config, "capacity"),
-        replay=ReplayPolicy.from_config(option(config, "replay_buffer")),
-        mirror=open_mirror(option(config, "path"), name),
+        capacity=config.capacity,
+        replay=ReplayPolicy.from_config(config.replay_buffer),
+        mirror=open_mirror(config.path, name),
     )
 
 
-def get_queue(config: Any) -> ExperienceQueue:
+def get_queue(config: StorageConfig) -> ExperienceQueue:
     """The queue named ``config.name``: this process's, created on first use, or the run's shared one."""
-    name = option(config, "name")
+    name = config.name
     if not name:
         raise UserError("A queue storage needs a `name` (the buffer is shared by that name).")
     if _shared_queue_lookup is not None:
@@ -335,3 +337,11 @@ class QueueReader(BufferReader):
     def load_state_dict(self, state: dict[str, Any]) -> Restored:
         held = [(Experience.from_dict(item["experience"]), int(item["use_count"])) for item in state.get("unread", [])]
         return Restored(kept=len(held), dropped=self.queue.replace_unread(held))
+
+
+def open_queue_writer(config: StorageConfig) -> QueueWriter:
+    return QueueWriter(get_queue(config))
+
+
+def open_queue_reader(config: StorageConfig) -> QueueReader:
+    return QueueReader(get_queue(config), max_read_timeout=float(config.max_read_timeout))

@@ -9,10 +9,10 @@ computed when an experience enters (or re-enters) the queue, not at every read.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from trivium.buffer.base import option
 from trivium.core.experience import Experience
 from trivium.errors import UserError
 from trivium.registry import Registry, RegistryError
@@ -75,13 +75,13 @@ class ReplayPolicy:
     @classmethod
     def from_config(cls, replay_config: Any) -> ReplayPolicy | None:
         """None when replay is off (``replay_buffer`` missing or ``enable: false``)."""
-        if replay_config is None or not option(replay_config, "enable", False):
+        if replay_config is None or not replay_config.enable:
             return None
-        cooldown = option(replay_config, "reuse_cooldown_time")
+        cooldown = replay_config.reuse_cooldown_time
         if cooldown is not None and cooldown < 0:
             raise UserError(f"replay_buffer.reuse_cooldown_time must be >= 0 or null, got {cooldown}")
-        name = option(replay_config, "priority_fn", "linear_decay")
-        args = dict(option(replay_config, "priority_fn_args", {}) or {})
+        name = replay_config.priority_fn
+        args = dict(replay_config.priority_fn_args)
         try:
             builder = PRIORITY_FUNCTIONS.get(name)
         except RegistryError as error:

@@ -158,8 +158,6 @@ def build_selector(
     if getattr(cls, "uses_feature_keys", False):
         if not feature_keys or row_of is None:
             raise UserError(f"task_selector.feature_keys: the '{name}' selector needs the columns it reads")
-        from trivium.buffer.difficulty_based import feature_matrix
-
         args["features"] = feature_matrix(row_of, num_tasks, feature_keys)
     elif feature_keys:
         raise UserError(f"task_selector.feature_keys: the '{name}' selector reads no feature columns; remove them")
@@ -167,3 +165,21 @@ def build_selector(
         return cls(num_tasks, default_seed if seed is None else seed, **args)
     except TypeError as error:
         raise UserError(f"task_selector.args for '{name}': {error}") from error
+
+
+def feature_matrix(row_of: Callable[[int], dict], num_tasks: int, feature_keys: list[str]) -> np.ndarray:
+    """(num_tasks, len(feature_keys)) floats from each usable row's ``feature_keys`` columns: the
+    ``features`` a selector with the ``uses_feature_keys`` trait is built with."""
+    matrix = np.empty((num_tasks, len(feature_keys)))
+    for index in range(num_tasks):
+        row = row_of(index)
+        for column, key in enumerate(feature_keys):
+            value = row.get(key)
+            try:
+                matrix[index, column] = float(value)
+            except (TypeError, ValueError):
+                raise UserError(
+                    f"task_selector.feature_keys: usable row {index} has {key}={value!r}; every row needs a number "
+                    f"in column '{key}'"
+                ) from None
+    return matrix

@@ -13,9 +13,10 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
@@ -70,7 +71,7 @@ def _sqlite_file(url: str) -> Path | None:
 
 def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
-    def on_connect(dbapi_connection, _record):  # noqa: ANN001
+    def on_connect(dbapi_connection, _record):
         # The driver's own transaction handling is off; we issue BEGIN ourselves below.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
@@ -81,7 +82,7 @@ def _configure_sqlite(engine: Engine) -> None:
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def on_begin(connection):  # noqa: ANN001
+    def on_begin(connection):
         # Writing transactions take the write lock up front, so one that reads first (a claim)
         # cannot fail on upgrading its lock; read-only ones stay concurrent with writers.
         if connection.get_execution_options().get(WRITE_OPTION):

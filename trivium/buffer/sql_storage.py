@@ -10,7 +10,7 @@ every registered producer finished and no row is left. A producer that died with
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trivium.buffer.base import (
     DEFAULT_READ_TIMEOUT,
@@ -19,23 +19,25 @@ from trivium.buffer.base import (
     BufferWriter,
     Restored,
     check_batch_size,
-    option,
 )
 from trivium.buffer.sql_store import SqlExperienceStore
 from trivium.core.experience import Experience
+
+if TYPE_CHECKING:
+    from trivium.config.schema import StorageConfig
 
 # Polling starts fast (low latency when data flows) and backs off to spare the database.
 _FIRST_POLL = 0.01
 _MAX_POLL = 0.5
 
 
-def sql_path(config: Any) -> str:
-    path = option(config, "path")
-    if path is None:
+def sql_path(config: StorageConfig) -> str:
+    path = config.path
+    if not path:
         from trivium.errors import UserError
 
         raise UserError(
-            f"Storage '{option(config, 'name', '?')}' has storage_type 'sql' but no `path`; "
+            f"Storage '{config.name}' has storage_type 'sql' but no `path`; "
             "set it to a SQLite file (e.g. buffer.db) or a SQLAlchemy URL."
         )
     return str(path)
@@ -48,8 +50,8 @@ class SQLWriter(BufferWriter):
         self._finished = False
 
     @classmethod
-    def from_config(cls, config: Any) -> SQLWriter:
-        return cls(SqlExperienceStore(sql_path(config), option(config, "name", "experience_buffer")))
+    def from_config(cls, config: StorageConfig) -> SQLWriter:
+        return cls(SqlExperienceStore(sql_path(config), config.name))
 
     def write(self, experiences: list[Experience]) -> None:
         if self._finished:
@@ -68,9 +70,8 @@ class SQLReader(BufferReader):
         self.max_read_timeout = max_read_timeout
 
     @classmethod
-    def from_config(cls, config: Any) -> SQLReader:
-        store = SqlExperienceStore(sql_path(config), option(config, "name", "experience_buffer"))
-        return cls(store, float(option(config, "max_read_timeout", DEFAULT_READ_TIMEOUT)))
+    def from_config(cls, config: StorageConfig) -> SQLReader:
+        return cls(SqlExperienceStore(sql_path(config), config.name), float(config.max_read_timeout))
 
     def read(self, batch_size: int, timeout: float | None = None) -> list[Experience]:
         check_batch_size(batch_size)
@@ -103,3 +104,11 @@ class SQLReader(BufferReader):
     def load_state_dict(self, state: dict[str, Any]) -> Restored:
         eids = list(state.get("unread_eids", []))
         return Restored(kept=len(eids), dropped=self.store.keep_unread_only(eids))
+
+
+def open_sql_writer(config: StorageConfig) -> SQLWriter:
+    return SQLWriter.from_config(config)
+
+
+def open_sql_reader(config: StorageConfig) -> SQLReader:
+    return SQLReader.from_config(config)

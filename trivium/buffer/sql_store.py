@@ -9,8 +9,8 @@ unconsumed rows inside one transaction (``FOR UPDATE SKIP LOCKED`` on PostgreSQL
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from contextlib import contextmanager
-from typing import Iterable
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Engine
@@ -98,7 +98,7 @@ class SqlExperienceStore:
 
         self._run(finish)
 
-    def _writers_finished(self, connection) -> bool:  # noqa: ANN001
+    def _writers_finished(self, connection) -> bool:
         registered, running = connection.execute(
             select(func.count(), func.count(_writers.c.id).filter(_writers.c.finished_at.is_(None)))
             .where(_writers.c.buffer == self.buffer_name)

@@ -17,10 +17,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from trivium.buffer.base import BufferExhausted, check_batch_size, option
-from trivium.buffer.selectors import TaskSelector, build_selector
+from trivium.buffer.base import BufferExhausted, check_batch_size
 from trivium.buffer.row_check import BadRow, row_problem
 from trivium.buffer.row_components import RowComponents
+from trivium.buffer.selectors import TaskSelector, build_selector
 from trivium.buffer.task_source import LoadedRows, format_dict, load_rows
 from trivium.core.task import Task
 from trivium.errors import UserError
@@ -47,8 +47,8 @@ class TaskReader:
         task_pipeline: Any = None,
     ):
         self.config = config
-        self.name = option(config, "name", "taskset")
-        self.is_eval = is_eval or bool(option(config, "is_eval", False))
+        self.name = config.name
+        self.is_eval = is_eval or config.is_eval
         self.total_epochs = total_epochs
         self.total_steps = None if self.is_eval else total_steps
         self.format = format_dict(config)
@@ -65,7 +65,7 @@ class TaskReader:
             raise UserError(f"Taskset '{self.name}' has no usable rows (skipped {self.skipped_rows}){first}.")
         self._position_of_row = {row: i for i, row in enumerate(self.row_numbers)}
         # Evaluation walks the taskset once, in file order.
-        selector_config = None if self.is_eval else option(config, "task_selector")
+        selector_config = None if self.is_eval else config.task_selector
         self.selector: TaskSelector = build_selector(
             selector_config, len(self.row_numbers), default_seed, row_of=lambda i: self.rows[self.row_numbers[i]]
         )
@@ -92,7 +92,7 @@ class TaskReader:
                            self.name, column, key_name)
             column = None
         self._skip(loaded.bad, strict)
-        max_row_chars = option(self.config, "max_row_chars")
+        max_row_chars = self.config.max_row_chars
         usable = []
         for number, row in enumerate(self.rows):  # iterating a datasets.Dataset reads it in batches
             reason = row_problem(row, column=column, key_name=key_name, max_row_chars=max_row_chars)
@@ -120,18 +120,19 @@ class TaskReader:
         self.bad_rows.extend(bad_rows)
 
     def _defaults(self) -> dict[str, Any]:
-        workflow_args = dict(option(self.config, "workflow_args", {}) or {})
-        reward_fn_args = option(self.config, "reward_fn_args", {}) or {}
+        workflow_args = dict(self.config.workflow_args)
+        reward_fn_args = self.config.reward_fn_args
         if reward_fn_args and "reward_fn_args" not in workflow_args:
             workflow_args["reward_fn_args"] = dict(reward_fn_args)
         defaults = {
-            "reward_fn": option(self.config, "default_reward_fn_type"),
-            "repeat_times": int(option(self.config, "repeat_times", 1)),
-            "rollout_args": dict(option(self.config, "rollout_args", {}) or {}),
+            "reward_fn": self.config.default_reward_fn_type,
+            # repeat_times is filled by resolve(); a reader of an unresolved config rolls out each task once
+            "repeat_times": 1 if self.config.repeat_times is None else int(self.config.repeat_times),
+            "rollout_args": dict(self.config.rollout_args),
             "workflow_args": workflow_args,
             "format": self.format,
         }
-        workflow = option(self.config, "default_workflow_type")
+        workflow = self.config.default_workflow_type
         if workflow is not None:
             defaults["workflow"] = workflow
         return defaults

@@ -1,6 +1,7 @@
 """Loading the rows of a taskset or training dataset from files or a SQL ``tasks`` table.
 
-Owns the mapping from a storage config to a random-access sequence of row dicts:
+Owns the mapping from a storage config to a random-access sequence of row dicts, through
+the ``load_rows`` factory its storage kind registered (``trivium.core.storage_kinds``):
 jsonl files are read line by line here (so a bad line is skipped and reported by its line
 number), other files through ``datasets.load_dataset`` (a directory in Hugging Face layout,
 or one json/parquet/csv file), and the ``tasks`` table (rows of this storage's name) for
@@ -11,28 +12,23 @@ naming the dataset and the file.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from trivium.buffer.base import option
 from trivium.buffer.row_check import BadRow, read_jsonl
-from trivium.config.taskset_size import split_files
+from trivium.buffer.split_files import split_files
+from trivium.config.schema import StorageConfig
+from trivium.core.storage_kinds import kinds_with, storage_kind
 from trivium.errors import UserError, utf8_problem
 
 _FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 
 
-def format_dict(config: Any) -> dict[str, Any]:
-    """The storage's ``format`` section as a plain dict (empty when absent)."""
-    fmt = option(config, "format")
-    if fmt is None:
-        return {}
-    if dataclasses.is_dataclass(fmt):
-        return dataclasses.asdict(fmt)
-    if isinstance(fmt, dict):
-        return dict(fmt)
-    return {k: v for k, v in vars(fmt).items() if not k.startswith("_")}
+def format_dict(config: StorageConfig) -> dict[str, Any]:
+    """The storage's ``format`` section as a plain dict."""
+    return dataclasses.asdict(config.format)
 
 
 @dataclasses.dataclass
@@ -54,24 +50,27 @@ class LoadedRows:
         return self.places[number] if self.places is not None else f"row {number}"
 
 
-def load_rows(config: Any) -> LoadedRows:
-    storage_type = option(config, "storage_type", "file")
-    name = option(config, "name", "?")
-    if storage_type == "sql":
-        return LoadedRows(_load_sql_rows(config))
-    if storage_type != "file":
+def load_rows(config: StorageConfig) -> LoadedRows:
+    """The rows of the dataset ``config`` names, loaded by its storage kind."""
+    kind = storage_kind(config.storage_type, key=f"Dataset '{config.name}'")
+    if not kind.holds_datasets:
         raise UserError(
-            f"Dataset '{name}' has storage_type {storage_type!r}; tasksets and training datasets "
-            "are read from 'file' or 'sql' storage."
+            f"Dataset '{config.name}' has storage_type {config.storage_type!r}; tasksets and training datasets "
+            f"are read from {' or '.join(repr(name) for name in kinds_with('holds_datasets'))} storage."
         )
-    path = option(config, "path")
+    return kind.rows(config)
+
+
+def load_file_rows(config: StorageConfig) -> LoadedRows:
+    """Rows of a ``file`` storage: jsonl files line by line, anything else through ``datasets``."""
+    name, path = config.name, config.path
     if not path:
         raise UserError(f"Dataset '{name}' needs a `path` (a directory or a jsonl/parquet file).")
-    subset, split = option(config, "subset_name"), option(config, "split", "train")
+    subset, split = config.subset_name, config.split
     local = Path(str(path)).expanduser()
     jsonl_files = _jsonl_files(local, split, subset)
     if jsonl_files:
-        return _load_jsonl_rows(jsonl_files, name, option(config, "max_row_chars"))
+        return _load_jsonl_rows(jsonl_files, name, config.max_row_chars)
     return LoadedRows(_load_file_rows(str(path), subset, split, name))
 
 
@@ -151,20 +150,21 @@ def _first_line(error: BaseException) -> str:
     return lines[0] if lines else type(error).__name__
 
 
-def _load_sql_rows(config: Any) -> list[dict[str, Any]]:
+def load_sql_rows(config: StorageConfig) -> LoadedRows:
+    """Rows of a ``sql`` storage: the ``tasks`` table's rows stored under this storage's name."""
     from sqlalchemy import select
 
     from trivium.buffer.sql_engine import get_engine
     from trivium.buffer.sql_schema import TaskModel
 
-    name = option(config, "name", "")
-    engine = get_engine(str(option(config, "path", "")))
+    name = config.name
+    engine = get_engine(str(config.path or ""))
     with engine.connect() as connection:
         rows = connection.execute(
             select(TaskModel.row).where(TaskModel.buffer == name).order_by(TaskModel.id)
         ).scalars().all()
         connection.commit()
-    return [dict(row) for row in rows]
+    return LoadedRows([dict(row) for row in rows])
 
 
 def store_task_rows(path: str, name: str, rows: list[dict[str, Any]]) -> None:

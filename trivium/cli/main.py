@@ -13,6 +13,7 @@ import sys
 
 from trivium import __version__
 from trivium.errors import ComponentDied, SyncTimeout, UserError
+from trivium.runtime.openmp_defaults import apply_openmp_defaults
 
 SUBCOMMAND_MODULES = (
     "run",
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    apply_openmp_defaults()  # before anything imports torch: OpenMP reads them once
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

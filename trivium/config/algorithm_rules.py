@@ -1,8 +1,8 @@
 """Validation rules for the ``algorithm`` section of a resolved config.
 
 Owns: preset constraints (group size, train-only algorithms), the names of the algorithm
-functions and the keys of their ``*_fn_args``, and ``sample_strategy_args``. Benchmarks only
-evaluate, so none of these rules apply in ``mode: bench``. Like ``validate.py``, nothing here
+functions and the keys of their ``*_fn_args``, and ``sample_strategy_args``. A mode that only
+evaluates (``mode: bench``) trains nothing, so none of these rules apply to it. Like ``validate.py``, nothing here
 derives values; resolve() has already filled every ``*_fn`` from the preset.
 
 Function names are looked up in the registries of ``trivium.algorithm``, so plugins must be
@@ -20,8 +20,9 @@ from typing import Any
 
 from trivium.algorithm.presets import PRESETS
 from trivium.config.errors import Problem, Suggestion
-from trivium.config.modes import TRAINING_MODES
+from trivium.config.modes import TRAINING_MODES, traits_of
 from trivium.config.schema import TriviumConfig
+from trivium.core.storage_kinds import kinds_with, storage_kind
 from trivium.errors import UserError
 
 STALENESS_MODES = ("drop", "downweight")
@@ -33,8 +34,8 @@ def is_dotted_path(name: str) -> bool:
 
 
 def check_algorithm(config: TriviumConfig, problems: list[Problem]) -> None:
-    """Every rule of this module; a benchmark evaluates models, so it skips them all."""
-    if config.mode == "bench":
+    """Every rule of this module; a mode that only evaluates models skips them all."""
+    if traits_of(config.mode).evaluates_only:
         return
     _check_preset(config, problems)
     _check_functions(config, problems)
@@ -62,7 +63,7 @@ def _check_preset(config: TriviumConfig, problems: list[Problem]) -> None:
             "old logprobs are the rollout engine's: leave algorithm.bypass_old_logprobs unset (or true) and "
             f"trainer.old_logprobs_source at auto or engine (got {config.trainer.old_logprobs_source!r})",
         ))
-    if preset.needs_teacher_logprobs and config.mode in ("both", "colocate", "explore") \
+    if preset.needs_teacher_logprobs and traits_of(config.mode).explores \
             and not config.explorer.auxiliary_models:
         problems.append(Problem(
             "explorer.auxiliary_models",
@@ -71,7 +72,7 @@ def _check_preset(config: TriviumConfig, problems: list[Problem]) -> None:
         ))
     if not preset.train_only:
         return
-    if config.mode != "train":
+    if not traits_of(config.mode).trains_only:
         problems.append(Problem(
             "mode",
             f"algorithm.algorithm_type '{algorithm.algorithm_type}' trains from a dataset and runs only with "
@@ -84,11 +85,11 @@ def _check_preset(config: TriviumConfig, problems: list[Problem]) -> None:
             f"{algorithm.algorithm_type} trains on raw text rows: set prompt_type: raw (the text in prompt_key), "
             f"got {buffer.format.prompt_type}",
         ))
-    if buffer.storage_type == "queue" or not buffer.path:
+    if not storage_kind(buffer.storage_type).holds_datasets or not buffer.path:
         problems.append(Problem(
             "buffer.trainer_input.experience_buffer",
-            f"{algorithm.algorithm_type} reads its training data from here: set storage_type: file (or sql) "
-            "and path to the dataset",
+            f"{algorithm.algorithm_type} reads its training data from here: set storage_type: "
+            f"{' or '.join(kinds_with('holds_datasets'))} and path to the dataset",
         ))
 
 
@@ -330,7 +331,7 @@ def _check_sample_strategy(config: TriviumConfig, problems: list[Problem]) -> No
 
 def algorithm_notes(config: TriviumConfig) -> list[Suggestion]:
     """Dotted-path functions that cannot be imported here are checked only when the run starts."""
-    if config.mode == "bench":
+    if traits_of(config.mode).evaluates_only:
         return []
     notes = []
     from trivium.algorithm.arguments import accepted_unused_args

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from trivium.config.modes import EXPLORING_MODES, TRAINING_MODES
+from trivium.config.modes import EXPLORING_MODES, TRAINING_MODES, traits_of
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def config_layout(config: Any) -> GpuLayout | None:
     """The layout of a resolved config whose components get GPUs of their own; None on CPUs
     and in colocate (one device, taken in turns)."""
     cluster, mode = config.cluster, config.mode
-    if cluster.device_type != "cuda" or mode == "colocate":
+    if cluster.device_type != "cuda" or traits_of(mode).takes_turns:
         return None
     explores = mode in EXPLORING_MODES
 

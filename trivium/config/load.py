@@ -12,17 +12,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import typing
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from trivium.config.errors import ConfigError, Problem
+from trivium.config.key_mapping import apply_mapping
+from trivium.config.key_paths import check_key_path
 from trivium.config.schema import TriviumConfig
-from trivium.config.typecheck import build_dataclass, check_keys, check_values, join, schema_fields
+from trivium.config.typecheck import build_dataclass, check_keys, check_values
 from trivium.errors import utf8_problem
 
 PASSTHROUGH_KEY = "trivium"
@@ -48,7 +50,7 @@ def load_config(
     """Read a config file into a TriviumConfig (not yet resolved).
 
     ``mapping`` (a dict or a JSON file) maps an upper-level tool's keys onto ours; it is
-    applied with ``trivium.interop.mapping.apply_mapping`` unless ``mapping_fn`` is given.
+    applied with ``trivium.config.key_mapping.apply_mapping`` unless ``mapping_fn`` is given.
     A file with a top-level ``trivium:`` section is read as an upper-level tool's config:
     only that section (and the mapped values) configure trivium.
     """
@@ -59,7 +61,7 @@ def load_config(
         if mapping is not None:
             mapping_dict, mapping_source = _read_mapping(mapping)
             upper = _resolve_container(document, source)
-            mapped = (mapping_fn or _interop_apply_mapping())(upper, mapping_dict)
+            mapped = (mapping_fn or apply_mapping)(upper, mapping_dict)
             layers.append((f"values mapped by {mapping_source}", mapped))
         if PASSTHROUGH_KEY in document:
             # Interpolations in the passthrough section may refer to the upper tool's keys.
@@ -137,9 +139,6 @@ def schema_defaults() -> dict:
 # ---------------------------------------------------------------- overrides
 
 
-_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
 def parse_override(text: str) -> tuple[str, Any]:
     """``a.b[0].c=value`` -> ("a.b[0].c", parsed YAML value). Hydra's + / ++ prefixes are accepted."""
     if "=" not in text:
@@ -155,60 +154,6 @@ def parse_override(text: str) -> tuple[str, Any]:
     except yaml.YAMLError:
         value = raw_value  # not YAML: keep the text as a string
     return key, value
-
-
-def _split_key(key: str) -> list[str | int]:
-    segments: list[str | int] = []
-    for name, index in _SEGMENT.findall(key):
-        segments.append(int(index) if index else name)
-    return segments
-
-
-def check_key_path(key: str) -> str | None:
-    """None when ``key`` names a schema key (or a key inside an open mapping), else a message."""
-    cls: Any = TriviumConfig
-    path = ""
-    for segment in _split_key(key):
-        if cls is None:  # inside an open mapping: anything goes
-            return None
-        if isinstance(segment, int):
-            path = join(path, segment)
-            continue
-        if isinstance(cls, _DictOf):  # a free name inside Dict[str, Dataclass]
-            path, cls = join(path, segment), cls.value_type
-            continue
-        if isinstance(cls, type) and dataclasses.is_dataclass(cls):
-            fields = schema_fields(cls)
-            if segment not in fields:
-                problems = check_keys({segment: None}, cls, path, TriviumConfig)
-                return problems[0].message
-            annotation = fields[segment][0]
-            path = join(path, segment)
-            cls = _element_class(annotation)
-        else:
-            return None
-    return None
-
-
-def _element_class(annotation: Any) -> Any:
-    """The dataclass reached through a field (through Optional/List/Dict), or None if open."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if typing.get_origin(annotation) is typing.Union and len(args) == 1:
-        annotation = args[0]
-    origin = typing.get_origin(annotation)
-    if origin is list:
-        annotation = typing.get_args(annotation)[0]
-    elif origin is dict:
-        value_type = typing.get_args(annotation)[1]
-        return _DictOf(value_type) if dataclasses.is_dataclass(value_type) else None
-    return annotation if dataclasses.is_dataclass(annotation) else None
-
-
-class _DictOf:
-    """Marker for Dict[str, Dataclass]: the next segment is a free name, then the dataclass."""
-
-    def __init__(self, value_type: type):
-        self.value_type = value_type
 
 
 def _apply_override(merged: DictConfig, key: str, value: Any, source: str) -> None:
@@ -251,18 +196,6 @@ def _read_mapping(mapping: dict | str | Path) -> tuple[dict, str]:
         return json.loads(path.read_text()), str(path)
     except json.JSONDecodeError as error:
         raise ConfigError(f"the key-mapping file is not valid JSON: {error}", str(path)) from None
-
-
-def _interop_apply_mapping() -> MappingFn:
-    try:
-        from trivium.interop.mapping import apply_mapping
-    except ModuleNotFoundError as error:
-        if error.name and error.name.startswith("trivium.interop"):
-            raise ConfigError(
-                "--map needs trivium.interop.mapping, which this installation does not include"
-            ) from None
-        raise
-    return apply_mapping
 
 
 def _resolve_container(config: Any, source: str, node: Any = None) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from trivium.config.errors import Problem
 from trivium.config.gpu_layout import config_layout, derived_placement_keys, layout_problems
+from trivium.config.modes import traits_of
 from trivium.config.schema import TriviumConfig
 
 
@@ -19,7 +20,8 @@ def check_placement(config: TriviumConfig, problems: list[Problem]) -> None:
             f"is cuda but the cluster has no GPU (cluster.node_num {cluster.node_num} * cluster.gpu_per_node "
             f"{cluster.gpu_per_node} = 0); set gpu_per_node or compute_device: auto",
         ))
-    if cluster.compute_device == "cpu" and cluster.device_type == "cuda" and not cluster.uses_ray and config.mode != "colocate":
+    rehearses = not traits_of(config.mode).takes_turns  # one device taken in turns has nothing to place
+    if cluster.compute_device == "cpu" and cluster.device_type == "cuda" and not cluster.uses_ray and rehearses:
         problems.append(Problem(
             "cluster.compute_device",
             "cpu on a cluster with GPUs rehearses a Ray placement; this run is placed in one process "

@@ -175,8 +175,8 @@ def _device_lines(config: TriviumConfig) -> list[str]:
         return [f"CPU only ({cluster.node_num} node(s), no GPU): {' and '.join(users)} {verb}"]
     total = cluster.node_num * cluster.gpu_per_node
     lines = [f"{total} GPU(s) = {cluster.node_num} node(s) × {cluster.gpu_per_node}"]
-    if mode == "colocate":
-        return lines + ["explorer and trainer share GPU 0 (colocate), taking turns"]
+    if traits_of(mode).takes_turns:
+        return lines + [f"explorer and trainer share GPU 0 ({mode}), taking turns"]
     if mode in EXPLORING_MODES:
         lines.append(
             f"explorer: {cluster.explorer_devices} = {rollout.engine_num} engine(s) × "
@@ -201,9 +201,10 @@ def _device_lines(config: TriviumConfig) -> list[str]:
 
 
 def _placement_line(config: TriviumConfig) -> str:
-    cluster, mode = config.cluster, config.mode
+    cluster, mode, traits = config.cluster, config.mode, traits_of(config.mode)
     if not cluster.uses_ray:
-        return "placement: this process" + (" (explorer and trainer in two threads)" if mode == "both" else "")
+        threads = traits.concurrent and traits.trains_what_it_explores
+        return "placement: this process" + (" (explorer and trainer in two threads)" if threads else "")
     actors = []
     if mode in EXPLORING_MODES:
         actors += ["explorer", f"{config.explorer.rollout_model.engine_num} rollout engine(s)"]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from trivium.algorithm.presets import PRESETS
 from trivium.config.errors import ConfigError, Problem, Suggestion
+from trivium.config.none_name import named
 from trivium.config.resolve_devices import (
     auto_engine_type,
     detect_gpu_count,
@@ -146,6 +147,7 @@ def _fill_algorithm(config: TriviumConfig, notes: list[Suggestion]) -> None:
         algorithm.policy_loss_fn_args = {**preset.policy_loss_fn_args, **algorithm.policy_loss_fn_args}
     _fold_policy_loss_agg_mode(algorithm, notes)
     _fill_coefficients(algorithm)
+    _fill_sample_strategy_args(algorithm)
 
 
 def _fold_policy_loss_agg_mode(algorithm: AlgorithmConfig, notes: list[Suggestion]) -> None:
@@ -189,8 +191,21 @@ def _fill_coefficients(algorithm) -> None:
         ("kl_loss_fn", "kl_loss_fn_args", "kl_coef", DEFAULT_KL_COEF),
         ("entropy_loss_fn", "entropy_loss_fn_args", "entropy_coef", DEFAULT_ENTROPY_COEF),
     ):
-        if getattr(algorithm, fn_name) not in (None, "none") and key not in getattr(algorithm, args_name):
+        if named(getattr(algorithm, fn_name)) is not None and key not in getattr(algorithm, args_name):
             setattr(algorithm, args_name, {**getattr(algorithm, args_name), key: default})
+
+
+# The arguments a sample strategy reads, when the config leaves them out.
+SAMPLE_STRATEGY_DEFAULTS = {
+    "staleness_control": {"max_staleness": 1, "mode": "drop"},
+    "mix": {"expert_data_ratio": 0.25},
+}
+
+
+def _fill_sample_strategy_args(algorithm: AlgorithmConfig) -> None:
+    defaults = SAMPLE_STRATEGY_DEFAULTS.get(algorithm.sample_strategy)
+    if defaults:
+        algorithm.sample_strategy_args = {**defaults, **(algorithm.sample_strategy_args or {})}
 
 
 # ---------------------------------------------------------------- buffer
@@ -321,6 +336,8 @@ def _fill_inference_models(config: TriviumConfig) -> None:
         rollout.engine_type = "external"
     if model.tinker.enable and rollout.engine_type == "auto":
         rollout.engine_type = "tinker"  # the weights train on the service: sample from it too
+    if model.tinker.enable and not model.tinker.base_model:
+        model.tinker.base_model = model.model_path  # the service's name of the policy, unless given
     for engine, is_rollout in [(rollout, True)] + [(aux, False) for aux in config.explorer.auxiliary_models]:
         engine.dtype = engine.dtype or model.dtype
         if engine.seed is None:
@@ -343,3 +360,6 @@ def _fill_names(config: TriviumConfig) -> None:
         config.checkpoint_job_dir = os.fspath(Path(config.checkpoint_root_dir) / config.project / config.name)
     if config.ray_namespace is None:
         config.ray_namespace = f"{config.project}/{config.name}"
+    # The components' names in logs and Ray: an empty name means the default one.
+    config.explorer.name = config.explorer.name or "explorer"
+    config.trainer.name = config.trainer.name or "trainer"

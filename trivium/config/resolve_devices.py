@@ -14,7 +14,7 @@ import os
 
 from trivium.config.errors import Suggestion
 from trivium.config.gpu_layout import derived_placement_keys
-from trivium.config.modes import EXPLORING_MODES, TRAINING_MODES
+from trivium.config.modes import EXPLORING_MODES, TRAINING_MODES, traits_of
 from trivium.config.schema import InferenceModelConfig, TriviumConfig
 
 
@@ -51,7 +51,7 @@ def fill_devices(config: TriviumConfig, notes: list[Suggestion]) -> None:
             )
         return
     cluster.device_type = "cuda"
-    if mode == "colocate":
+    if traits_of(mode).takes_turns:
         # One device holds the engine and the trainer; they take turns.
         cluster.shared_devices = True
         cluster.explorer_devices = cluster.trainer_devices = 1
@@ -119,7 +119,7 @@ def fill_placement(config: TriviumConfig, notes: list[Suggestion]) -> None:
     cluster = config.cluster
     if cluster.ray_address is None and os.environ.get("RAY_ADDRESS"):
         cluster.ray_address = os.environ["RAY_ADDRESS"]
-    if config.mode == "colocate":
+    if traits_of(config.mode).takes_turns:
         # Explorer and trainer take turns on one device: nothing to place apart.
         if cluster.placement == "ray":
             notes.append(
@@ -149,9 +149,10 @@ def fill_placement(config: TriviumConfig, notes: list[Suggestion]) -> None:
 def fill_sync(config: TriviumConfig, notes: list[Suggestion]) -> None:
     synchronizer = config.synchronizer
     mode, cluster = config.mode, config.cluster
-    separate_processes = mode in ("train", "explore", "bench")
+    traits = traits_of(mode)
+    one_side = traits.one_side
     on_gpus = cluster.device_type == "cuda" and not cluster.shared_devices
-    if cluster.uses_ray and not separate_processes:
+    if cluster.uses_ray and not one_side:
         # Explorer and trainer live in different processes: tensors cannot be handed over in memory.
         if synchronizer.sync_method in (None, "memory"):
             if synchronizer.sync_method == "memory":
@@ -165,7 +166,7 @@ def fill_sync(config: TriviumConfig, notes: list[Suggestion]) -> None:
                 )
             synchronizer.sync_method = "nccl"
         return
-    if separate_processes and synchronizer.sync_method in ("nccl", "memory"):
+    if one_side and synchronizer.sync_method in ("nccl", "memory"):
         # A run of one side only has no peer to broadcast to: weights travel as checkpoints.
         notes.append(
             Suggestion(
@@ -177,14 +178,14 @@ def fill_sync(config: TriviumConfig, notes: list[Suggestion]) -> None:
         )
         synchronizer.sync_method = "checkpoint"
     if synchronizer.sync_method is None:
-        if separate_processes:
+        if one_side:
             synchronizer.sync_method = "checkpoint"
-        elif mode == "both" and on_gpus and cluster.explorer_devices:
+        elif traits.trains_what_it_explores and on_gpus and cluster.explorer_devices:
             synchronizer.sync_method = "nccl"
         else:
             synchronizer.sync_method = "memory"
         return
-    if synchronizer.sync_method == "nccl" and not separate_processes and not on_gpus:
+    if synchronizer.sync_method == "nccl" and not one_side and not on_gpus:
         synchronizer.sync_method = "memory"
         notes.append(
             Suggestion(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from trivium.config.errors import ConfigError, Problem, Suggestion
-from trivium.config.modes import TRAINING_MODES
+from trivium.config.modes import TRAINING_MODES, traits_of
 from trivium.config.schema import OptimizerConfig, TrainerConfig, TriviumConfig, field_choices, field_default
 from trivium.config.taskset_size import count_rows
 
@@ -166,7 +166,7 @@ def trainer_total_steps(config: TriviumConfig) -> int | None:
     buffer = config.buffer
     if not buffer.train_batch_size or buffer.train_batch_size <= 0:
         return None
-    if config.mode == "train":
+    if traits_of(config.mode).trains_only:
         # Training from a dataset: the experience buffer is the data, read total_epochs times.
         if buffer.total_steps is not None:
             return buffer.total_steps

@@ -13,20 +13,21 @@ from __future__ import annotations
 import math
 
 from trivium.config.errors import Problem
-from trivium.config.modes import MODE_TRAITS, traits_of
+from trivium.config.modes import MODE_TRAITS
 from trivium.config.schema import TriviumConfig
 from trivium.config.taskset_size import count_rows
 
 
 def check_run_length(config: TriviumConfig, problems: list[Problem]) -> None:
-    if config.mode not in MODE_TRAITS or not traits_of(config.mode).trains:
+    traits = MODE_TRAITS.get(config.mode)
+    if traits is None or not traits.trains:
         return
     buffer = config.buffer
     if buffer.batch_size < 1 or buffer.train_batch_size < 1 or buffer.total_epochs < 1:
         return  # the range rules report those
-    if traits_of(config.mode).reads_training_tasksets:
+    if traits.reads_training_tasksets:
         problem = _tasksets_too_small(config) or _exploration_too_small(config)
-    elif config.mode == "train":
+    elif traits.trains_only:
         problem = _dataset_too_small(config)
     else:
         problem = None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from trivium.algorithm.aggregation import LOSS_AGG_MODES as AGGREGATION_MODES
+from trivium.core.storage_kinds import STORAGE_KIND_NAMES
 
 # Sentinel for keys a user must set (model.model_path). Kept as a value rather than
 # OmegaConf's "???" so a missing value becomes our own clear error, not OmegaConf's.
@@ -40,7 +41,8 @@ def opt(
     if engine_option is not None:
         metadata["engine_option"] = engine_option
     if choices is not None:
-        metadata["choices"] = list(choices)
+        # A list is kept as given: a registry's live list of names admits names registered later.
+        metadata["choices"] = choices if isinstance(choices, list) else list(choices)
     if dotted_path:
         metadata["dotted_path"] = True
     if required:
@@ -55,13 +57,10 @@ def section(cls: type, help: str) -> Any:
     return field(default_factory=cls, metadata={"help": help})
 
 
-DATA_JUICER_NO_SERVER = (
-    "py-data-juicer ships no data-processing server to start or connect to (its one server, dj-mcp, serves "
-    "agents over the Model Context Protocol); trivium runs Data-Juicer operators in the explorer's process"
-)
-DATA_JUICER_AUTO_START = (
-    "nothing to start: Data-Juicer operators run in the explorer's process from the start of the run "
-    "(py-data-juicer ships no data-processing server)"
+DATA_JUICER_IN_PROCESS = (
+    "Data-Juicer runs in the explorer's process for the whole run, so no Data-Juicer server is started or "
+    "contacted (py-data-juicer ships no server that processes datasets; its one server, dj-mcp, serves agents "
+    "over the Model Context Protocol)"
 )
 
 MODES = ["both", "train", "explore", "bench", "colocate", "serve"]
@@ -75,7 +74,7 @@ LR_SCHEDULERS = ["constant", "cosine"]
 SAMPLE_STRATEGIES = ["default", "staleness_control", "mix", "warmup"]
 LOSS_AGG_MODES = list(AGGREGATION_MODES)
 DTYPES = ["float32", "bfloat16", "float16", "auto"]
-STORAGE_TYPES = ["file", "queue", "sql"]
+STORAGE_TYPES = STORAGE_KIND_NAMES  # file, queue, sql and any registered storage kind
 PROMPT_TYPES = ["plaintext", "messages", "raw"]
 SELECTOR_TYPES = ["sequential", "shuffle", "random", "difficulty", "difficulty_based"]
 ENGINE_TYPES = ["auto", "hf", "vllm", "external", "tinker"]
@@ -266,8 +265,10 @@ class ClusterConfig:
         "auto",
         "Where the components run: 'process' keeps explorer, engines and trainer in this process; 'ray' "
         "places them as Ray actors; 'auto' uses Ray when ray_address (or RAY_ADDRESS) is set or the run "
-        "spans several machines or devices, and this process otherwise.",
+        "spans several machines or devices, and this process otherwise. A plugin placement (a subclass "
+        "of trivium.runtime.placement.Placement) is given by its dotted path.",
         PLACEMENTS,
+        dotted_path=True,
     )
     ray_address: Optional[str] = opt(
         None,
@@ -736,13 +737,13 @@ class MonitorConfig:
 @dataclass
 class DataJuicerServiceConfig:
     server_url: Optional[str] = opt(
-        None, "URL of a running Data-Juicer server; refused: " + DATA_JUICER_NO_SERVER + "."
+        None, "URL of a Data-Juicer server. " + DATA_JUICER_IN_PROCESS + "; `trivium plan` notes it."
     )
     auto_start: bool = opt(
-        False, "Start Data-Juicer with the run. It always is, in the explorer's process; `trivium plan` says so."
+        False, "Start Data-Juicer with the run. It always is, in the explorer's process; `trivium plan` notes it."
     )
     port: Optional[int] = opt(
-        None, "Port of an automatically started server; refused: " + DATA_JUICER_NO_SERVER + "."
+        None, "Port of an automatically started server. " + DATA_JUICER_IN_PROCESS + "; `trivium plan` notes it."
     )
 
 

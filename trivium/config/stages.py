@@ -119,4 +119,6 @@ def use_previous_stage_weights(config: TriviumConfig) -> TriviumConfig:
         config.explorer.rollout_model.model_path = str(weights)
     if config.model.critic_model_path in (None, old_path):
         config.model.critic_model_path = str(weights)
+    if config.model.tinker.enable and config.model.tinker.base_model in (None, old_path):
+        config.model.tinker.base_model = str(weights)
     return config

@@ -1,9 +1,10 @@
 """Count the rows of a dataset cheaply, when that is possible without loading it.
 
-Used by resolve() to derive the number of training steps from total_epochs. Only local
-files (jsonl, json, parquet, csv) and SQL tables are counted; anything else (a hub name, a
-remote URL, a queue) gives None and the step count stays unknown until the run starts.
-Files are picked the way ``datasets.load_dataset`` picks them for a split.
+Used by resolve() to derive the number of training steps from total_epochs. A storage kind
+counts its rows with the ``count_rows`` it registered; the ``file`` and ``sql`` counters
+are here: local files (jsonl, json, parquet, csv) and SQL tables. Anything else (a hub
+name, a remote URL, a queue) gives None and the step count stays unknown until the run starts.
+Files are picked the way the buffer reads them (``trivium.buffer.split_files``).
 """
 
 from __future__ import annotations
@@ -11,59 +12,30 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from trivium.buffer.split_files import split_files
 from trivium.config.schema import StorageConfig
-
-DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
+from trivium.core.storage_kinds import storage_kind
 
 
 def count_rows(storage: StorageConfig) -> int | None:
+    """Rows of ``storage``, counted by its kind's ``count_rows`` (None when it cannot count them)."""
     if not storage.path:
         return None
     try:
-        if storage.storage_type == "file":
-            files = split_files(Path(storage.path), storage.split, storage.subset_name)
-            if not files:
-                return None
-            return sum(_count_file(file) for file in files)
-        if storage.storage_type == "sql":
-            return _count_sql(storage.path, storage.name)
+        return storage_kind(storage.storage_type).row_count(storage)
     except (OSError, ValueError):
         return None
-    return None
 
 
-def split_files(path: Path, split: str, subset_name: str | None = None) -> list[Path]:
-    """Data files of ``split`` under ``path`` (a file is its own split)."""
-    if path.is_file():
-        return [path] if path.suffix in DATA_SUFFIXES else []
-    if not path.is_dir():
-        return []
-    roots = [path / subset_name, path] if subset_name else [path]
-    for root in roots:
-        if not root.is_dir():
-            continue
-        candidates = [file for folder in (root, root / "data", root / split) if folder.is_dir()
-                      for file in sorted(folder.iterdir()) if file.suffix in DATA_SUFFIXES]
-        matching = [file for file in candidates if _names_split(file, split, root)]
-        if matching:
-            return matching
-        # Files that name no split at all form the train split.
-        if split == "train" and candidates and not any(_names_any_split(file) for file in candidates):
-            return candidates
-    return []
+def count_file_rows(storage: StorageConfig) -> int | None:
+    files = split_files(Path(storage.path), storage.split, storage.subset_name)
+    if not files:
+        return None
+    return sum(_count_file(file) for file in files)
 
 
-_SPLIT_WORDS = ("train", "test", "validation", "valid", "val", "dev", "eval")
-
-
-def _names_split(file: Path, split: str, root: Path) -> bool:
-    stem = file.stem.lower()
-    return file.parent.name == split != root.name or stem == split or stem.startswith(f"{split}-") \
-        or stem.startswith(f"{split}_") or stem.startswith(f"{split}.")
-
-
-def _names_any_split(file: Path) -> bool:
-    return any(_names_split(file, word, file.parent.parent) for word in _SPLIT_WORDS)
+def count_sql_rows(storage: StorageConfig) -> int | None:
+    return _count_sql(storage.path, storage.name)
 
 
 def _count_file(file: Path) -> int:

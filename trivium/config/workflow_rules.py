@@ -16,9 +16,8 @@ from typing import Any
 
 from trivium.config.algorithm_rules import is_dotted_path
 from trivium.config.errors import Problem, Suggestion
+from trivium.config.modes import EXPLORING_MODES
 from trivium.config.schema import TriviumConfig
-
-EXPLORING_MODES = ("both", "explore", "colocate", "bench")
 
 
 def keyed_tasksets(config: TriviumConfig):
@@ -52,7 +51,7 @@ def check_workflows(config: TriviumConfig, problems: list[Problem]) -> None:
 
 def _check_name(registry: Any, name: str | None, key: str, problems: list[Problem], reported: set[str]) -> Any:
     """The registered object for ``name``; a problem when it is unknown or cannot start here."""
-    from trivium.workflows.environments import missing_package_message
+    from trivium.registry import missing_package_message
 
     if not name or name in reported:
         return None

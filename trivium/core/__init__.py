@@ -1,1 +1,1 @@
-"""Records that flow between explorer, buffer and trainer."""
+"""Records that flow between explorer, buffer and trainer, and the storage kinds that hold them."""

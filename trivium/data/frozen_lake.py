@@ -1,4 +1,4 @@
-"""Frozen lake maps as dataset rows (see ``trivium.workflows.envs.frozen_lake`` for the rules).
+"""Frozen lake maps as dataset rows (see ``trivium.envs.frozen_lake`` for the rules).
 
 Owns the map space: every ``size`` x ``size`` map with the goal in the bottom-right corner,
 1 to ``max_holes`` holes and the start on any other frozen cell, kept when the goal can be
@@ -12,8 +12,8 @@ from __future__ import annotations
 import itertools
 import random
 
+from trivium.envs.frozen_lake import MOVES, FrozenLake, solvable
 from trivium.errors import UserError
-from trivium.workflows.envs.frozen_lake import MOVES, FrozenLake, solvable
 
 
 def map_space(size: int, max_holes: int) -> list[list[str]]:

@@ -1,4 +1,4 @@
-"""Guessing game rows: a secret number per row (see ``trivium.workflows.envs.guessing``).
+"""Guessing game rows: a secret number per row (see ``trivium.envs.guessing``).
 
 Each row holds ``secret``, ``low``, ``high``, the opening ``question`` and, for a format
 warm-up, a ``response`` that is a number drawn uniformly from the range. With one range,
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import random
 
+from trivium.envs.guessing import GuessingGame
 from trivium.errors import UserError
-from trivium.workflows.envs.guessing import GuessingGame
 
 
 def generate_guessing(count: int, rng: random.Random, max_number: int = 16) -> list[dict]:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import random
 
+from trivium.envs.gymnasium_text import adapter_for, make_env, read_env_kwargs, supported_env_ids
 from trivium.errors import UserError
-from trivium.workflows.envs.gymnasium_text import adapter_for, make_env, read_env_kwargs, supported_env_ids
 
 SEED_SPACE = 2**31
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from trivium.envs.textworld_game import first_observation, start_game
 from trivium.errors import UserError
 
 GAMES_DIR = "games"
@@ -56,8 +57,6 @@ def generate_textworld(
     quest_length: int = 1,
 ) -> list[dict]:
     """``count`` distinct compiled games in ``out_dir/games`` and their rows, in seed order drawn by ``rng``."""
-    from trivium.workflows.textworld_workflow import first_observation, start_game
-
     if world_size < 1 or nb_objects < 0 or quest_length < 1:
         raise UserError(
             "textworld needs --world-size >= 1, --nb-objects >= 0 and --quest-length >= 1, "

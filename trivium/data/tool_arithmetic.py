@@ -1,7 +1,7 @@
 """Arithmetic questions answered with the ``calculator`` tool, as dataset rows.
 
 Owns the problem space (two-digit ``a + b`` and ``a * b``) and its rows; writing files is
-``trivium.data.builder``'s job, the tool itself ``trivium.workflows.envs.calculator``'s. A
+``trivium.data.builder``'s job, the tool itself ``trivium.envs.calculator``'s. A
 seeded sample of the numbered space is drawn without replacement, so train and test never
 share a problem. Each row holds:
 
@@ -21,14 +21,14 @@ from __future__ import annotations
 import json
 import random
 
-from trivium.errors import UserError
-from trivium.workflows.envs.calculator import (
+from trivium.envs.calculator import (
     CALCULATOR_TOOL,
     TOOL_NAME,
     call_calculator,
     evaluate,
     format_value,
 )
+from trivium.errors import UserError
 
 OPERANDS = range(10, 100)
 OPERATIONS = ("+", "*")

@@ -92,7 +92,7 @@ class Explorer:
         self.max_steps = max_steps  # stop after this step (None: when the tasksets run out)
         self.eval_sets = list(eval_sets)
         self.experience_pipeline = experience_pipeline
-        self.advantage_fn = ADVANTAGE_FNS.get(advantage_fn) if advantage_fn and advantage_fn != "none" else None
+        self.advantage_fn = ADVANTAGE_FNS.get(advantage_fn) if advantage_fn is not None else None
         self.group_advantages = self.advantage_fn is not None and computed_by_explorer(self.advantage_fn)
         self.greedy_baseline = greedy_baseline
         # A ModelWrapper (or engine) whose compute_logprobs scores the sampled responses.

@@ -66,7 +66,7 @@ class EngineSettings:
         if self.engine_type == "tinker":
             kwargs.update(base_model=self.model_name, request_timeout=self.request_timeout)
         if self.engine_type == "hf":
-            if self.tensor_parallel_size != 1:
+            if self.tensor_parallel_size != 1:  # chosen by `auto` on GPUs without vLLM (config/engine_rules.py)
                 raise UserError("explorer.rollout_model.tensor_parallel_size: the hf engine runs on one device; set it to 1")
             kwargs.update(device=self.device_of(index), compute_threads=self.compute_threads)
         if self.engine_type == "vllm":

@@ -24,8 +24,8 @@ import uuid
 import weakref
 from typing import Any
 
+from trivium.models.served_sessions import ServedTurn, SessionNotFound, served_turn
 from trivium.models.server import serve_in_thread
-from trivium.serve.sessions import ServedTurn, SessionNotFound, served_turn
 
 
 class WorkflowSessions:

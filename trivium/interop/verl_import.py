@@ -11,9 +11,9 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
+from trivium.config.dotted_paths import set_path
 from trivium.errors import UserError
 from trivium.interop import verl_tables as tables
-from trivium.interop.dotted import set_path
 from trivium.interop.gpu_allocation import split_gpus
 from trivium.interop.shell_script import ExtractedCommand, extract_from_arguments, extract_from_script
 from trivium.interop.verl_values import Override, parse_overrides

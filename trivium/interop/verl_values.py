@@ -13,6 +13,7 @@ from typing import Any
 from trivium.errors import UserError
 
 _INTEGER = re.compile(r"[+-]?\d+")
+_NULL_SPELLINGS = ("null", "none", "~")  # Hydra's null, lower-cased
 _FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?|[+-]?(inf|nan)", re.IGNORECASE)
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*")
 
@@ -36,7 +37,7 @@ def parse_value(text: str) -> Any:
         return True
     if lowered == "false":
         return False
-    if lowered in ("null", "none", "~"):
+    if lowered in _NULL_SPELLINGS:
         return None
     if _INTEGER.fullmatch(text):
         return int(text)

@@ -31,9 +31,7 @@ def load_chat_template(chat_template: str | None, chat_template_path: str | None
                 f"chat_template_path {chat_template_path!r} is not a file; give a Jinja template file"
             )
         return path.read_text()
-    if chat_template in (None, "", "None", "none", "null"):
-        return None
-    return chat_template
+    return chat_template or None  # the settings carry None for a config's none or null
 
 
 def render_chat(

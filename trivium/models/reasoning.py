@@ -56,7 +56,7 @@ REASONING_PARSERS: dict[str, type] = {"deepseek_r1": DeepSeekR1ReasoningParser, 
 
 def reasoning_parser_named(name: str | None) -> ReasoningParser | None:
     """The parser called ``name``; None for no parsing (the reply stays whole in ``content``)."""
-    if name in (None, "", "none"):
+    if not name:  # the settings carry None for the config's ``none``
         return None
     if name not in REASONING_PARSERS:
         raise UserError(f"unknown reasoning_parser '{name}'; choose one of: {', '.join(REASONING_PARSERS)}")

@@ -33,7 +33,6 @@ answers with an OpenAI-style error body; see ``server_guard``.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -70,7 +69,13 @@ from trivium.models.server_requests import (  # noqa: F401 - output_from_dict is
     usage_counts,
     version_fields,
 )
-from trivium.models.server_transport import SESSION_HEADER, SessionPathPrefix, check_port_free, free_port
+from trivium.models.server_transport import (
+    SESSION_HEADER,
+    SessionPathPrefix,
+    app_in_thread,
+    check_port_free,
+    free_port,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +91,7 @@ class EngineService:
         if engine.tokenizer is None:
             raise UserError("the served engine has no tokenizer; text prompts and chat need one")
         self.engine = engine
-        # A SessionRecorder (trivium.serve.sessions) when chat sessions are recorded for training.
+        # A SessionRecorder (trivium.models.served_sessions) when chat sessions are recorded for training.
         self.sessions = sessions
         self.tokenizer = engine.tokenizer
         self.model_name = model_name
@@ -291,7 +296,7 @@ def create_app(engine: InferenceEngine, model_name: str = "trivium", model_path:
     """A FastAPI app serving ``engine``; ``model_name`` is the id clients send as ``model``.
 
     With ``api_key``, every endpoint but ``/health`` needs ``Authorization: Bearer <api_key>``.
-    With ``sessions`` (a ``trivium.serve.sessions.SessionRecorder``, or any object with its
+    With ``sessions`` (a ``trivium.models.served_sessions.SessionRecorder``, or any object with its
     ``chat``), chat requests carrying ``X-Session-Id`` are recorded; ``/feedback`` and ``/commit``
     are served when the recorder declares ``takes_feedback``.
     """
@@ -426,20 +431,7 @@ def serve_in_thread(engine: InferenceEngine, *, host: str = "127.0.0.1", port: i
                     model_name: str = "trivium", startup_timeout: float = 30.0, api_key: str | None = None,
                     limits: ServerLimits = ServerLimits(), sessions: Any = None) -> Iterator[str]:
     """Serve ``engine`` from a background thread for the ``with`` block; yields the ``/v1`` base URL."""
-    import uvicorn
-
     port = port or free_port(host)
     app = create_app(engine, model_name, api_key=api_key, limits=limits, sessions=sessions)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, name="trivium-model-server", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + startup_timeout
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"the model server did not start on {host}:{port}")
-        time.sleep(0.02)
-    try:
+    with app_in_thread(app, host=host, port=port, what="model server", startup_timeout=startup_timeout):
         yield f"http://{host}:{port}/v1"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)

@@ -37,9 +37,9 @@ from trivium.models.tiny import PRESETS, empty_out_dir, model_config, save_model
 from trivium.models.tokenizer_builder import (
     EOS_TOKEN,
     IM_END_TOKEN,
-    IM_START_TOKEN,
     PAD_TOKEN,
     SPECIAL_TOKENS,
+    chatml_tokenizer,
 )
 
 PRESET_NAME = "tiny-tools"
@@ -100,16 +100,7 @@ def train_tools_tokenizer(seed: int = 0) -> Tokenizer:
 
 def build_tools_tokenizer(seed: int = 0) -> PreTrainedTokenizerFast:
     """The transformers tokenizer: the tiny preset's pad/eos/ChatML tokens, the tools template."""
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=train_tools_tokenizer(seed),
-        pad_token=PAD_TOKEN,
-        eos_token=EOS_TOKEN,
-        additional_special_tokens=[IM_START_TOKEN, IM_END_TOKEN],
-        clean_up_tokenization_spaces=False,
-        model_max_length=2048,
-    )
-    tokenizer.chat_template = CHATML_TOOLS_TEMPLATE
-    return tokenizer
+    return chatml_tokenizer(train_tools_tokenizer(seed), CHATML_TOOLS_TEMPLATE)
 
 
 def build_tiny_tools_model(out_dir: str | Path, seed: int = 0) -> Path:

@@ -97,13 +97,19 @@ def build_tokenizer(vocab_size: int = 512, seed: int = 0) -> PreTrainedTokenizer
         raise ValueError(
             f"vocab_size must be at least {minimum} (256 bytes + special tokens), got {vocab_size}"
         )
+    return chatml_tokenizer(train_tokenizer(vocab_size, seed), CHAT_TEMPLATE)
+
+
+def chatml_tokenizer(tokenizer_object: Tokenizer, chat_template: str) -> PreTrainedTokenizerFast:
+    """A trained ``tokenizers.Tokenizer`` as the local presets' transformers tokenizer: their
+    pad/eos and ChatML tokens, ``chat_template`` attached."""
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=train_tokenizer(vocab_size, seed),
+        tokenizer_object=tokenizer_object,
         pad_token=PAD_TOKEN,
         eos_token=EOS_TOKEN,
         additional_special_tokens=[IM_START_TOKEN, IM_END_TOKEN],
         clean_up_tokenization_spaces=False,
         model_max_length=2048,
     )
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.chat_template = chat_template
     return tokenizer

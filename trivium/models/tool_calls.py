@@ -68,7 +68,7 @@ TOOL_CALL_PARSERS: dict[str, type] = {"hermes": HermesToolCallParser}
 
 def tool_call_parser_named(name: str | None) -> ToolCallParser | None:
     """The parser called ``name``; None for no parsing (the reply stays plain content)."""
-    if name in (None, "", "none"):
+    if not name:  # the settings carry None for the config's ``none``
         return None
     if name not in TOOL_CALL_PARSERS:
         raise UserError(f"unknown tool_call_parser '{name}'; choose one of: {', '.join(TOOL_CALL_PARSERS)}")

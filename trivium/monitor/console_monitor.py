@@ -10,8 +10,8 @@ import math
 from fnmatch import fnmatchcase
 from typing import Any
 
+from trivium.core.metric_names import HEADLINE_KEYS
 from trivium.monitor.base import Monitor
-from trivium.monitor.metric_names import HEADLINE_KEYS
 
 ROLE_STYLES = {"explorer": "cyan", "trainer": "magenta"}
 

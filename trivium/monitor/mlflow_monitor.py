@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trivium.monitor.base import MONITOR_BACKENDS, Monitor, check_monitor_args, missing_package_error
+from trivium.monitor.base import MONITOR_BACKENDS
+from trivium.monitor.optional_backend import BackendRun, OptionalPackageBackend
 
 ACCEPTED_ARGS = ("uri", "username", "password")
 MAX_METRICS_PER_BATCH = 1000  # MLflow's limit per log_batch request
@@ -34,23 +35,15 @@ def local_tracking_uri(run_dir: str | Path) -> str:
 
 
 @MONITOR_BACKENDS.register("mlflow")
-class MlflowMonitor(Monitor):
-    def __init__(
-        self,
-        *,
-        run_dir: Path,
-        project: str,
-        run_name: str,
-        role: str,
-        monitor_args: dict[str, Any],
-        config_dict: dict[str, Any] | None,
-        group: str = "",
-    ):
-        try:
-            from mlflow.tracking import MlflowClient
-        except ImportError:
-            raise missing_package_error("mlflow", "mlflow") from None
-        check_monitor_args("mlflow", monitor_args, ACCEPTED_ARGS)
+class MlflowMonitor(OptionalPackageBackend):
+    monitor_type = "mlflow"
+    package_module = "mlflow.tracking"
+    accepted_args = ACCEPTED_ARGS
+
+    def start(self, run: BackendRun) -> None:
+        from mlflow.tracking import MlflowClient
+
+        monitor_args, run_dir = run.monitor_args, run.run_dir
         # MLflow reads credentials from the environment on every request.
         if monitor_args.get("username"):
             os.environ["MLFLOW_TRACKING_USERNAME"] = str(monitor_args["username"])
@@ -68,19 +61,19 @@ class MlflowMonitor(Monitor):
             lock = _file_lock(mlflow_dir(run_dir) / ".init.lock")
         with lock:
             self.client = MlflowClient(tracking_uri=self.tracking_uri)
-            experiment_id = self._experiment_id(project, artifact_location)
-            run = self.client.create_run(
+            experiment_id = self._experiment_id(run.project, artifact_location)
+            created = self.client.create_run(
                 experiment_id,
-                run_name=run_name,
+                run_name=run.run_name,
                 tags={
-                    "trivium.role": role,
-                    "trivium.experiment": run_name.removesuffix(f"_{role}"),
-                    **({"trivium.group": group} if group else {}),
+                    "trivium.role": run.role,
+                    "trivium.experiment": run.run_name.removesuffix(f"_{run.role}"),
+                    **({"trivium.group": run.group} if run.group else {}),
                 },
             )
-        self.run_id = run.info.run_id
-        if config_dict:
-            self._log_params(flatten_config(config_dict))
+        self.run_id = created.info.run_id
+        if run.config_dict:
+            self._log_params(flatten_config(run.config_dict))
 
     def _experiment_id(self, project: str, artifact_location: str | None) -> str:
         experiment = self.client.get_experiment_by_name(project)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trivium.monitor import metric_names as names
+from trivium.core import metric_names as names
 from trivium.monitor.metrics_file import metric_keys, read_metrics, series
 from trivium.monitor.shortfall import Shortfall
 

@@ -7,9 +7,9 @@ side by side. The resolved config is stored once as a text summary named ``confi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from trivium.monitor.base import MONITOR_BACKENDS, Monitor, check_monitor_args, missing_package_error
+from trivium.monitor.base import MONITOR_BACKENDS
+from trivium.monitor.optional_backend import BackendRun, OptionalPackageBackend
 
 
 def tensorboard_dir(run_dir: str | Path) -> Path:
@@ -17,31 +17,21 @@ def tensorboard_dir(run_dir: str | Path) -> Path:
 
 
 @MONITOR_BACKENDS.register("tensorboard")
-class TensorboardMonitor(Monitor):
-    def __init__(
-        self,
-        *,
-        run_dir: Path,
-        project: str,
-        run_name: str,
-        role: str,
-        monitor_args: dict[str, Any],
-        config_dict: dict[str, Any] | None,
-        group: str = "",
-    ):
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            raise missing_package_error("tensorboard", "tensorboard") from None
-        check_monitor_args("tensorboard", monitor_args, ())
+class TensorboardMonitor(OptionalPackageBackend):
+    monitor_type = "tensorboard"
+    package_module = "torch.utils.tensorboard"
+
+    def start(self, run: BackendRun) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
         # A group is a folder: `tensorboard --logdir` over it shows its runs side by side.
-        self.log_dir = tensorboard_dir(run_dir) / group / run_name if group else tensorboard_dir(run_dir) / run_name
+        self.log_dir = tensorboard_dir(run.run_dir) / run.group / run.run_name
         self.writer = SummaryWriter(log_dir=str(self.log_dir))
-        if config_dict is not None:
+        if run.config_dict is not None:
             import yaml
 
             # Markdown code block: TensorBoard renders text summaries as markdown.
-            config_text = yaml.safe_dump(config_dict, sort_keys=False, allow_unicode=True)
+            config_text = yaml.safe_dump(run.config_dict, sort_keys=False, allow_unicode=True)
             self.writer.add_text("config", f"```yaml\n{config_text}\n```", global_step=0)
 
     def log(self, metrics: dict[str, float], step: int) -> None:

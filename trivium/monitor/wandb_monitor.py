@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from trivium.monitor.base import MONITOR_BACKENDS, Monitor, check_monitor_args, missing_package_error
+from trivium.monitor.base import MONITOR_BACKENDS
+from trivium.monitor.optional_backend import BackendRun, OptionalPackageBackend
 
 logger = logging.getLogger(__name__)
 
@@ -29,23 +30,14 @@ def wandb_dir(run_dir: str | Path) -> Path:
 
 
 @MONITOR_BACKENDS.register("wandb")
-class WandbMonitor(Monitor):
-    def __init__(
-        self,
-        *,
-        run_dir: Path,
-        project: str,
-        run_name: str,
-        role: str,
-        monitor_args: dict[str, Any],
-        config_dict: dict[str, Any] | None,
-        group: str = "",
-    ):
-        try:
-            import wandb
-        except ImportError:
-            raise missing_package_error("wandb", "wandb") from None
-        check_monitor_args("wandb", monitor_args, ACCEPTED_ARGS)
+class WandbMonitor(OptionalPackageBackend):
+    monitor_type = package_module = "wandb"
+    accepted_args = ACCEPTED_ARGS
+
+    def start(self, run: BackendRun) -> None:
+        import wandb
+
+        monitor_args = run.monitor_args
         base_url = monitor_args.get("base_url") or os.environ.get("WANDB_BASE_URL")
         api_key = monitor_args.get("api_key") or os.environ.get("WANDB_API_KEY")
         mode = resolve_wandb_mode(monitor_args.get("mode"), api_key, base_url)
@@ -55,17 +47,18 @@ class WandbMonitor(Monitor):
             settings["base_url"] = base_url
         if api_key:
             settings["api_key"] = api_key
-        directory = wandb_dir(run_dir)
+        directory = wandb_dir(run.run_dir)
         directory.mkdir(parents=True, exist_ok=True)
         self.run = wandb.init(
-            project=project,
+            project=run.project,
             entity=monitor_args.get("entity"),
-            name=run_name,
-            group=group or run_name.removesuffix(f"_{role}"),  # explorer and trainer: one experiment
-            job_type=role,
+            name=run.run_name,
+            # explorer and trainer: one experiment
+            group=run.group or run.run_name.removesuffix(f"_{run.role}"),
+            job_type=run.role,
             tags=monitor_args.get("tags"),
             dir=str(directory),
-            config=config_dict,
+            config=run.config_dict,
             mode=mode,
             reinit="create_new",  # the explorer and the trainer may share one process
             settings=wandb.Settings(**settings),

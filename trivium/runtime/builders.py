@@ -11,7 +11,6 @@ import logging
 import os
 from typing import Any
 
-from trivium.errors import UserError
 from trivium.explorer.dynamic_timeout import DynamicTimeout
 from trivium.explorer.explorer import EvalSet, Explorer
 from trivium.explorer.runner import RunnerPool
@@ -36,13 +35,6 @@ def build_engines(engine: EngineSettings) -> list[Any]:
     from trivium.models.engine import create_engine
 
     return [create_engine(engine.engine_type, **engine.factory_kwargs(index)) for index in range(engine.count)]
-
-
-def remote_engines(handles: list[Any], engine: EngineSettings) -> list[Any]:
-    """Engines hosted by Ray actors, seen through the engine interface."""
-    from trivium.runtime.ray_actors import RemoteEngine
-
-    return [RemoteEngine(handle, tokenizer_path=engine.model_path, name=f"rollout_engine_{i}") for i, handle in enumerate(handles)]
 
 
 def build_wrapper(wrapper: WrapperSettings, engine: Any) -> Any:
@@ -243,11 +235,7 @@ def build_train_reader(settings: RunSettings, tokenizer: Any) -> Any:
     reader = create_reader(storage)
     if not inputs.mixes_expert_data:
         return reader
-    if not inputs.auxiliary_buffers:
-        raise UserError(
-            "algorithm.sample_strategy 'mix' needs expert data: add an SFT dataset under "
-            "buffer.trainer_input.auxiliary_buffers (e.g. auxiliary_buffers.sft_dataset)."
-        )
+    # validate() refuses 'mix' without an auxiliary buffer (config/algorithm_rules.py)
     auxiliary = dict(inputs.auxiliary_buffers)
     expert_config = auxiliary.get("sft_dataset") or next(iter(auxiliary.values()))
     expert = create_reader(expert_config, tokenizer=tokenizer, default_seed=settings.seed)

@@ -6,20 +6,24 @@ there are cores. Giving each side its own share of the cores is faster (on 2 cor
 of the benchmark's GRPO run: 0.24 s shared, 0.18 s split). The run settings give the trainer
 and the hf engine their shares; under OpenMP, torch's thread count is per OS thread, so each
 sets its own in the thread that computes, and the launcher restores the default afterwards.
+The cores split are the ones the process may use (``usable_cores``: affinity and cgroup
+quota), not the machine's.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
 
+from trivium.runtime.usable_cores import usable_cores
+
 
 def split_cores(total: int | None = None) -> tuple[int, int]:
-    """(trainer threads, explorer threads): the trainer gets the larger half."""
-    total = max(1, total or os.cpu_count() or 1)
+    """(trainer threads, explorer threads) of ``total`` cores (by default the usable ones): the
+    trainer gets the larger half."""
+    total = max(1, total or usable_cores())
     return max(1, total - total // 2), max(1, total // 2)
 
 

@@ -1,5 +1,9 @@
 """The resolved config turned into ``ExplorerSettings`` (``trivium/explorer/settings.py``): the
-rollout and auxiliary engines, their wrappers, the runners, over-rollout and serve mode."""
+rollout and auxiliary engines, their wrappers, the runners, over-rollout and serve mode.
+
+A copy of resolved values: what the engines cannot run is refused by ``validate()``
+(``config/engine_rules.py``). Read here, at run time, are only the environment variables that
+hold an external engine's address and the served API's key."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 from trivium.algorithm.advantages import ADVANTAGE_FNS, computed_by_explorer
 from trivium.algorithm.presets import PRESETS
 from trivium.config.modes import traits_of
+from trivium.config.none_name import named, text_or_none
 from trivium.config.unused_keys import engine_options
 from trivium.errors import UserError
 from trivium.explorer.over_rollout import OverRollout
@@ -34,13 +39,13 @@ def rollout_engine_settings(config: Any, compute_threads: int | None = None) -> 
         dtype=rollout.dtype,
         seed=int(rollout.seed),
         max_model_len=rollout.max_model_len,
-        count=max(1, int(rollout.engine_num)),
+        count=int(rollout.engine_num),
         tensor_parallel_size=int(rollout.tensor_parallel_size),
         gpu_memory_utilization=float(rollout.gpu_memory_utilization),
         enforce_eager=bool(rollout.enforce_eager),
         device="cuda" if on_gpu else "cpu",
         first_device=first_device,
-        enable_sleep_mode=config.mode == "colocate" and on_gpu,
+        enable_sleep_mode=traits_of(config.mode).takes_turns and on_gpu,
         compute_threads=compute_threads,
         base_url=os.environ.get(external.base_url_env) if is_external else None,
         api_key=os.environ.get(external.api_key_env) if is_external else None,
@@ -54,19 +59,12 @@ def rollout_engine_settings(config: Any, compute_threads: int | None = None) -> 
 
 
 def _tinker_base_model(config: Any, rollout: Any) -> str | None:
-    """The Tinker service's name of the sampled model (engine_type tinker)."""
-    if rollout.engine_type != "tinker":
-        return None
-    return config.model.tinker.base_model or config.model.model_path
+    """The Tinker service's name of the sampled model (engine_type tinker; filled by resolve())."""
+    return config.model.tinker.base_model if rollout.engine_type == "tinker" else None
 
 
 def auxiliary_engine_settings(config: Any) -> tuple[EngineSettings, ...]:
-    for index, aux in enumerate(config.explorer.auxiliary_models):
-        if aux.engine_num != 1:
-            raise UserError(
-                f"explorer.auxiliary_models[{index}].engine_num is {aux.engine_num}: an auxiliary model runs "
-                "one engine; set it to 1"
-            )
+    """One engine per auxiliary model (validate() refuses engine_num above 1: config/engine_rules.py)."""
     return tuple(
         EngineSettings(
             engine_type=aux.engine_type,
@@ -99,7 +97,7 @@ def rollout_wrapper_settings(config: Any) -> WrapperSettings:
     """The rollout model's limits: explorer.rollout_model overrides (resolve() filled them from model.*)."""
     model, rollout = config.model, config.explorer.rollout_model
     return WrapperSettings(
-        chat_template=model.custom_chat_template,
+        chat_template=text_or_none(model.custom_chat_template),
         chat_template_path=model.chat_template_path,
         max_prompt_tokens=rollout.max_prompt_tokens,
         max_response_tokens=rollout.max_response_tokens,
@@ -116,8 +114,8 @@ def rollout_wrapper_settings(config: Any) -> WrapperSettings:
         enable_thinking=rollout.enable_thinking,
         enable_openai_api=bool(rollout.enable_openai_api),
         enable_auto_tool_choice=bool(rollout.enable_auto_tool_choice),
-        tool_call_parser=rollout.tool_call_parser,
-        reasoning_parser=rollout.reasoning_parser,
+        tool_call_parser=named(rollout.tool_call_parser),
+        reasoning_parser=named(rollout.reasoning_parser),
     )
 
 
@@ -136,8 +134,8 @@ def auxiliary_wrapper_settings(config: Any) -> tuple[WrapperSettings, ...]:
             enable_thinking=aux.enable_thinking,
             enable_openai_api=bool(aux.enable_openai_api),
             enable_auto_tool_choice=bool(aux.enable_auto_tool_choice),
-            tool_call_parser=aux.tool_call_parser,
-            reasoning_parser=aux.reasoning_parser,
+            tool_call_parser=named(aux.tool_call_parser),
+            reasoning_parser=named(aux.reasoning_parser),
         )
         for aux in config.explorer.auxiliary_models
     )
@@ -148,31 +146,22 @@ def expected_explore_steps(config: Any) -> int | None:
     trainer uses (at most the tasksets' steps); otherwise the tasksets' steps."""
     from trivium.config.resolve import explorer_steps_to_train, explorer_total_steps
 
-    if trains_what_it_explores(config.mode):
+    if traits_of(config.mode).trains_what_it_explores:
         return explorer_steps_to_train(config)
     return explorer_total_steps(config)
 
 
-def trains_what_it_explores(mode: str) -> bool:
-    traits = traits_of(mode)
-    return traits.trains and traits.reads_training_tasksets
-
-
 def explorer_settings(config: Any, engine_threads: int | None = None) -> ExplorerSettings:
     explorer, buffer, algorithm = config.explorer, config.buffer, config.algorithm
-    reads_tasksets = traits_of(config.mode).reads_training_tasksets
-    advantage_fn = algorithm.advantage_fn
-    group_based = advantage_fn not in (None, "none") and computed_by_explorer(ADVANTAGE_FNS.get(advantage_fn))
+    traits = traits_of(config.mode)
+    reads_tasksets = traits.reads_training_tasksets
+    advantage_fn = named(algorithm.advantage_fn)
+    group_based = advantage_fn is not None and computed_by_explorer(ADVANTAGE_FNS.get(advantage_fn))
     preset = PRESETS[algorithm.algorithm_type]
-    if preset.needs_teacher_logprobs and not explorer.auxiliary_models:
-        raise UserError(
-            f"algorithm {algorithm.algorithm_type} scores rollouts with a teacher: set explorer.auxiliary_models "
-            "(the first one is the teacher)"
-        )
     return ExplorerSettings(
         batch_size=int(buffer.batch_size),
         total_steps=expected_explore_steps(config) if reads_tasksets else None,
-        step_limit=expected_explore_steps(config) if trains_what_it_explores(config.mode) else None,
+        step_limit=expected_explore_steps(config) if traits.trains_what_it_explores else None,
         buffer_total_steps=buffer.total_steps,
         tasksets=tuple(buffer.explorer_input.tasksets) if reads_tasksets else (),
         eval_tasksets=tuple(buffer.explorer_input.eval_tasksets),
@@ -182,7 +171,8 @@ def explorer_settings(config: Any, engine_threads: int | None = None) -> Explore
         group_advantage_fn=advantage_fn if group_based else None,
         advantage_fn_args=dict(algorithm.advantage_fn_args or {}),
         greedy_baseline=preset.needs_greedy_baseline,
-        uses_teacher=preset.needs_teacher_logprobs,
+        # A teacher scores the rollouts a run trains on; a mode that only evaluates has none.
+        uses_teacher=preset.needs_teacher_logprobs and not traits_of(config.mode).evaluates_only,
         runners=RunnerSettings(
             runner_per_model=int(explorer.runner_per_model),
             concurrent_mode=explorer.concurrent_mode,

@@ -17,18 +17,10 @@ from typing import Any
 from trivium.monitor.shortfall import Shortfall
 from trivium.runtime import loops, stopping
 from trivium.runtime.cpu_share import restored_torch_threads
+from trivium.runtime.mode_loops import MODE_LOOPS
 from trivium.runtime.quiet_output import quiet_third_party_output
 from trivium.runtime.session import RunSession
 from trivium.runtime.write_faults import write_fault, write_fault_error
-from trivium.serve.loop import run_serve
-
-LOOPS = {
-    "colocate": loops.run_colocate,
-    "both": loops.run_both,
-    "train": loops.run_train,
-    "explore": loops.run_explore,
-    "serve": run_serve,
-}
 
 logger = logging.getLogger("trivium.runtime")
 
@@ -56,7 +48,7 @@ def _launch(config: Any, console: Any) -> int:
         from trivium.runtime.bench import run_bench
 
         return run_bench(config, console=console)
-    if mode not in LOOPS:
+    if mode not in MODE_LOOPS:
         raise ValueError(f"unknown mode {mode!r}")
     from trivium.monitor.progress import RunProgress
 
@@ -72,7 +64,7 @@ def _launch(config: Any, console: Any) -> int:
                 console=console,
             )
             with progress, restored_torch_threads():
-                LOOPS[mode](session, progress)
+                MODE_LOOPS.get(mode)(session, progress)
             finish(session)
             shortfall = record_shortfall(session)
         finally:

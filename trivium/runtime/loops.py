@@ -8,6 +8,8 @@
 - ``serve``: in ``trivium.serve.loop``: the policy served over HTTP to outside applications
   while the trainer learns from their rewarded sessions.
 
+Each registers itself in ``trivium.runtime.mode_loops`` under its mode's name.
+
 Idle time: each explorer step logs ``time/idle_explorer`` (seconds it waited on the trainer
 before the step: in ``both`` for a weight version or, ``fully_async``, for the trainer to
 catch up; in ``colocate`` the trainer's turn), each trainer step ``time/idle_trainer`` (seconds
@@ -34,8 +36,9 @@ import traceback
 from typing import Any
 
 from trivium.core.durations import seconds_text
+from trivium.core.metric_names import IDLE_EXPLORER, IDLE_TRAINER
 from trivium.errors import ComponentDied, SyncTimeout, UserError
-from trivium.monitor.metric_names import IDLE_EXPLORER, IDLE_TRAINER
+from trivium.runtime.mode_loops import MODE_LOOPS
 from trivium.runtime.session import RunSession
 from trivium.runtime.startup import startup_metric
 from trivium.runtime.stopping import stop_requested
@@ -132,6 +135,7 @@ def training_done(session: RunSession) -> bool:
 # ---------------------------------------------------------------- the modes
 
 
+@MODE_LOOPS.register("colocate")
 def run_colocate(session: RunSession, progress: Any = None) -> None:
     sync = session.synchronizer
     batch_size = session.settings.train_batch_size
@@ -194,6 +198,7 @@ def discard_leftovers(session: RunSession, count: int) -> int:
     return dropped
 
 
+@MODE_LOOPS.register("both")
 def run_both(session: RunSession, progress: Any = None) -> None:
     sync = session.synchronizer
     errors: list[BaseException] = []
@@ -317,6 +322,7 @@ def join_loops(threads: list[threading.Thread], *, ending, grace) -> list[str]:
         alive[0].join(0.2)
 
 
+@MODE_LOOPS.register("train")
 def run_train(session: RunSession, progress: Any = None) -> None:
     epochs = session.settings.total_epochs
     has_total = bool(session.settings.trainer.total_steps)
@@ -329,6 +335,7 @@ def run_train(session: RunSession, progress: Any = None) -> None:
             break
 
 
+@MODE_LOOPS.register("explore")
 def run_explore(session: RunSession, progress: Any = None) -> None:
     """Explore alone; between steps, load a newer checkpoint if a trainer wrote one."""
     explorer = session.explorer

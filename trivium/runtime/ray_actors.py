@@ -3,60 +3,35 @@
 - ``EngineHost``: one inference engine in its own process, with its end of the weight
   broadcast group.
 - ``ExplorerActor`` / ``TrainerActor``: the workers of ``trivium.runtime.workers`` in their own
-  processes, looking up the run's shared experience queues by name.
+  processes, looking up the run's shared experience queues by name; the explorer sees the
+  engine actors through ``RemoteEngine``, the trainer holds its end of the weight broadcast.
 - ``QueueHost``: an experience queue shared by the explorer and trainer processes.
-- ``RemoteEngine``: the engine interface over an ``EngineHost`` handle (used by the explorer).
 - ``ActorProxy``: blocking calls on a worker actor, as if it were the local object.
 
-Calls go through Ray; errors come back as the original exception, and an actor whose
-process died becomes ``ComponentDied`` naming it, so the run stops with a clear message.
+Calls go through Ray (``ray_calls.py``: errors come back as the original exception, and an
+actor whose process died becomes ``ComponentDied`` naming it, so the run stops with a clear
+message; ``RemoteEngine``, the engine interface over an ``EngineHost`` handle, is there too).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import torch
 
-from trivium.errors import ComponentDied
 from trivium.explorer.settings import EngineSettings
 from trivium.models.engine.base import InferenceEngine
+from trivium.runtime.ray_calls import RemoteEngine, call_actor
 from trivium.runtime.settings import RunSettings
 from trivium.runtime.workers import ExplorerWorker, TrainerWorker
+from trivium.sync.collective_transport import CollectiveSender
+from trivium.sync.transport import WeightTransport
 
 
 def queue_actor_name(buffer_name: str) -> str:
     return f"queue:{buffer_name}"
-
-
-@contextmanager
-def actor_errors(name: str) -> Iterator[None]:
-    """Translate Ray's wrappers: a dead actor names itself; a raised error comes back as itself."""
-    import ray.exceptions
-
-    try:
-        yield
-    except ray.exceptions.RayActorError as error:
-        raise ComponentDied(
-            f"the {name} actor died ({type(error).__name__}): its process was killed or crashed; "
-            f"see the run's log/ folder. Resume with continue_from_checkpoint: true."
-        ) from None
-    except ray.exceptions.RayTaskError as error:
-        cause = getattr(error, "cause", None)
-        if isinstance(cause, BaseException):
-            raise cause from None
-        raise
-
-
-def call_actor(handle: Any, name: str, method: str, *args: Any, **kwargs: Any) -> Any:
-    import ray
-
-    with actor_errors(name):
-        return ray.get(getattr(handle, method).remote(*args, **kwargs))
 
 
 class ActorProxy:
@@ -114,14 +89,14 @@ class ActorProcess:
 class ExplorerActor(ActorProcess, ExplorerWorker):
     def __init__(self, settings: RunSettings, engine_handles: list[Any], torch_threads: int | None):
         prepare_actor_process(settings, torch_threads)
-        super().__init__(settings, engine_handles=engine_handles)
+        super().__init__(settings, engines=remote_engines(engine_handles, settings.explorer.rollout))
 
 
 class TrainerActor(ActorProcess, TrainerWorker):
     def __init__(self, settings: RunSettings, resume_step: int | None, torch_threads: int | None,
-                 rank_launcher: Any = None):
+                 transport: WeightTransport, rank_launcher: Any = None):
         prepare_actor_process(settings, torch_threads)
-        super().__init__(settings, resume_step=resume_step, rank_launcher=rank_launcher)
+        super().__init__(settings, transport=transport, resume_step=resume_step, rank_launcher=rank_launcher)
 
     def node_address(self) -> str:
         import ray
@@ -132,6 +107,18 @@ class TrainerActor(ActorProcess, TrainerWorker):
         from trivium.sync.collective import free_port
 
         return free_port(self.node_address())
+
+    # The trainer's end of the collective transport (the placement runs both ends at once).
+    def join_broadcast_group(self, address: str, port: int, world_size: int, backend: str, timeout: float) -> None:
+        self._collective_sender().join(address, port, world_size, backend, timeout)
+
+    def broadcast_staged(self, version: int) -> int:
+        return self._collective_sender().send(self.trainer, version)
+
+    def _collective_sender(self) -> CollectiveSender:
+        if not isinstance(self.weight_sender, CollectiveSender):
+            raise TypeError(f"the run's weight transport is not a broadcast ({type(self.weight_sender).__name__})")
+        return self.weight_sender
 
 
 # ---------------------------------------------------------------- engines
@@ -212,35 +199,12 @@ class EngineHost(ActorProcess):
         self.engine.close()
 
 
-class RemoteEngine(InferenceEngine):
-    """The explorer's view of an ``EngineHost``: the engine interface, over Ray."""
-
-    def __init__(self, handle: Any, *, tokenizer_path: str | None, name: str):
-        from transformers import AutoTokenizer
-
-        self.handle = handle
-        self.name = name
-        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path) if tokenizer_path else None
-        self.vocab_size = self._call("vocab_size")
-        self.replays_samples = self._call("replays_samples")
-
-    def _call(self, method: str, *args: Any) -> Any:
-        return call_actor(self.handle, self.name, method, *args)
-
-    def generate(self, prompts, params):
-        return self._call("generate", prompts, params)
-
-    def compute_logprobs(self, sequences, prompt_lengths):
-        return self._call("compute_logprobs", sequences, prompt_lengths)
-
-    def replay_logprobs(self, sequences, prompt_lengths):
-        return self._call("replay_logprobs", sequences, prompt_lengths)
-
-    def update_weights(self, state_dict, version: int) -> int:
-        return self._call("update_weights", state_dict, version)
-
-    def version(self) -> int:
-        return self._call("version")
+def remote_engines(handles: list[Any], engine: EngineSettings) -> list[InferenceEngine]:
+    """Engines hosted by ``EngineHost`` actors, seen through the engine interface."""
+    return [
+        RemoteEngine(handle, tokenizer_path=engine.model_path, name=f"rollout_engine_{index}")
+        for index, handle in enumerate(handles)
+    ]
 
 
 # ---------------------------------------------------------------- shared queues

@@ -1,4 +1,7 @@
-"""Placing a run's components on Ray: start or join Ray, reserve resources, create the actors.
+"""The ``ray`` placement: start or join Ray, reserve resources, create the actors.
+
+It also runs the collective weight transport's broadcast: it joins the trainer actor and
+every engine actor in a process group and drives both ends of each version's broadcast.
 
 Every actor has a bundle: each rollout engine, each rank of the trainer (ranks 1..N-1 are
 started by the trainer actor, see ``ray_trainer_ranks.py``), the explorer and, beside it, the
@@ -20,25 +23,31 @@ from __future__ import annotations
 import logging
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from trivium.config.gpu_layout import GpuLayout
 from trivium.core.durations import seconds_text
+from trivium.core.storage_kinds import storage_kind
 from trivium.errors import ComponentDied, UserError
+from trivium.runtime.placement import PLACEMENT_TYPES, Placement
 from trivium.runtime.ray_actors import (
     ActorProxy,
     EngineHost,
     ExplorerActor,
     QueueHost,
     TrainerActor,
-    actor_errors,
-    call_actor,
     queue_actor_name,
 )
+from trivium.runtime.ray_calls import actor_errors, call_actor
 from trivium.runtime.ray_fit import check_cluster_fits
 from trivium.runtime.ray_trainer_ranks import RayRanks, rank_actor_name
 from trivium.runtime.settings import RunSettings
-from trivium.sync.synchronizer import SyncTimeout, WeightUpdate
+from trivium.sync.synchronizer import SyncTimeout
+from trivium.sync.transport import WeightTransport
+from trivium.sync.weight_update import WeightUpdate
+
+if TYPE_CHECKING:
+    from trivium.runtime.worker_sides import ExplorerSide, TrainerSide
 
 logger = logging.getLogger("trivium.runtime")
 
@@ -50,11 +59,14 @@ PLACEMENT_TABLE = "ray_placement.json"
 QUEUE_CONCURRENCY = 16
 
 
-class RayPlacement:
+@PLACEMENT_TYPES.register("ray")
+class RayPlacement(Placement):
+    separate_processes = True
+
     def __init__(self, settings: RunSettings):
         import ray
 
-        self.settings = settings
+        super().__init__(settings)
         placement = settings.placement
         self.started_ray = False
         if not ray.is_initialized():
@@ -81,18 +93,7 @@ class RayPlacement:
     # ------------------------------------------------------------------ resources
     def _reserve(self) -> None:
         """Placement groups for every actor; ``self._slots[name]`` is its (group, bundle index)."""
-        settings = self.settings
-        if settings.traits.explores:
-            rollout = settings.explorer.rollout
-            if rollout.engine_type not in ("hf", "vllm"):
-                raise UserError(
-                    f"explorer.rollout_model.engine_type '{rollout.engine_type}' has no engine to place on Ray; "
-                    "use hf or vllm, or cluster.placement: process"
-                )
-            if rollout.engine_type == "hf" and rollout.tensor_parallel_size > 1:
-                raise UserError(
-                    "explorer.rollout_model.tensor_parallel_size > 1 needs engine_type vllm; the hf engine runs on one device"
-                )
+        settings = self.settings  # the engines' types and sizes were checked by validate() (config/engine_rules.py)
         layout = settings.placement.layout if self.on_gpus else None
         if layout is None:
             self._reserve_packed()
@@ -200,7 +201,8 @@ class RayPlacement:
                 storages[storage.name] = storage
         beside = "explorer" if "explorer" in self._slots else "trainer"  # a queue lives beside its writer
         for storage in storages.values():
-            if storage.storage_type != "queue":
+            kind = storage_kind(storage.storage_type)
+            if kind.durable or not kind.shared_across_processes:  # only an in-memory shared one needs a host
                 continue
             name = queue_actor_name(storage.name)
             handle = (
@@ -233,7 +235,7 @@ class RayPlacement:
                 ray.get(handle.version.remote())
         return self.engine_handles
 
-    def explorer(self) -> ActorProxy:
+    def explorer(self) -> ExplorerSide:
         import ray
 
         engines = self.engines()
@@ -243,9 +245,9 @@ class RayPlacement:
         self.handles["explorer"] = handle
         proxy = ActorProxy(handle, "explorer")
         proxy.step()  # waits for the constructor: its errors surface here
-        return proxy
+        return cast("ExplorerSide", proxy)
 
-    def trainer(self, resume_step: int | None) -> ActorProxy:
+    def trainer(self, resume_step: int | None, transport: WeightTransport) -> TrainerSide:
         import ray
 
         threads = None if self.computes_on_gpus else self.trainer_threads
@@ -258,13 +260,16 @@ class RayPlacement:
             torch_threads=threads,
         ) if ranks > 1 else None
         handle = ray.remote(TrainerActor).options(**self._options("trainer", max_concurrency=2)).remote(
-            self.settings, resume_step, threads, launcher
+            self.settings, resume_step, threads, transport, launcher
         )
         self.handles["trainer"] = handle
         self.trainer_handle = handle
         proxy = ActorProxy(handle, "trainer")
         proxy.global_step()
-        return proxy
+        return cast("TrainerSide", proxy)
+
+    def placed(self) -> None:
+        self.write_actor_table()
 
     def write_actor_table(self) -> None:
         """``<run dir>/ray_actors.json``: the process id of every worker and engine actor."""
@@ -307,10 +312,14 @@ class RayPlacement:
         (self.settings.run_dir / PLACEMENT_TABLE).write_text(json.dumps(table, indent=2))
 
     # ------------------------------------------------------------------ weights
-    def connect_weight_broadcast(self, trainer: ActorProxy) -> None:
+    def weight_broadcaster(self) -> RayPlacement:
+        return self
+
+    def connect_weight_broadcast(self) -> None:
         """Join the trainer (rank 0) and every engine in one broadcast group."""
         timeout = self.settings.sync.timeout
         backend = "nccl" if self.computes_on_gpus else "gloo"
+        trainer = ActorProxy(self.trainer_handle, "trainer")
         address, port = trainer.node_address(), trainer.free_port()
         # An engine whose workers receive the weights themselves (vllm) takes one rank per worker.
         ranks = [

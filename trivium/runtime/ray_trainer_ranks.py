@@ -22,7 +22,8 @@ from typing import Any
 
 from trivium.runtime.ray_actors import ActorProcess, prepare_actor_process
 from trivium.runtime.settings import RunSettings
-from trivium.trainer.rank_group import RankLauncher, Rendezvous, follower_main
+from trivium.trainer.rank_group import follower_main
+from trivium.trainer.rank_launcher import RankLauncher, Rendezvous
 
 logger = logging.getLogger("trivium.runtime")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from trivium.monitor.metric_names import CRITIC_UPDATE_SKIPPED, UPDATE_SKIPPED
+from trivium.core.metric_names import CRITIC_UPDATE_SKIPPED, UPDATE_SKIPPED
 from trivium.monitor.shortfall import Shortfall
 
 

@@ -1,8 +1,8 @@
 """One run (or one stage): its settings, its workers wherever they are placed, and the weights between them.
 
-The session reads the resolved config once (``build_run_settings``), places the explorer and
-trainer workers in this process or on Ray actors (``trivium.runtime.ray_placement``), and owns
-what spans both: resuming from the run directory, the synchronizer and the weight transfers,
+The session reads the resolved config once (``build_run_settings``), asks the run's placement
+(``trivium.runtime.placement``) for the explorer side and the trainer side, and owns what
+spans both: resuming from the run directory, the synchronizer and the weight transfers,
 checkpoints with the explorer's position, monitors, the tally of what was explored, trained
 and lost (``trivium.runtime.run_tally``), and tear-down. The mode loops in
 ``trivium.runtime.loops`` only call its methods and the workers'; the same loop code runs
@@ -19,13 +19,13 @@ from typing import Any
 import torch
 
 from trivium.config.load import config_to_dict
-from trivium.core.background_call import BackgroundCall
 from trivium.core.durations import seconds_text
 from trivium.errors import SyncTimeout
+from trivium.runtime.placement import Placement, create_placement
 from trivium.runtime.run_tally import RunTally
 from trivium.runtime.settings import RunSettings, build_run_settings
 from trivium.runtime.stopping import stop_requested
-from trivium.runtime.workers import ExplorerWorker, TrainerWorker
+from trivium.runtime.worker_sides import ExplorerSide, TrainerSide
 from trivium.sync.synchronizer import Synchronizer, WeightUpdate
 from trivium.trainer import checkpoint as ckpt
 
@@ -46,19 +46,20 @@ class RunSession:
             # A save killed between its two renames is completed (or rolled back) first.
             ckpt.recover_interrupted_save(self.run_dir)
         self.resume_step = ckpt.latest_checkpoint(self.run_dir) if self.resume else None
-        self.trainer: TrainerWorker | Any = None
-        self.explorer: ExplorerWorker | Any = None
-        self.placement = None
+        self.trainer: TrainerSide | None = None
+        self.explorer: ExplorerSide | None = None
+        self.placement: Placement | None = None
         self.trainer_monitor = self.explorer_monitor = None
         self.eval_history: list[tuple[int, dict[str, float]]] = []
         self.restored_unread = 0  # experiences a resumed trainer finds in its buffer again
         try:
-            self._place_workers()
+            self.placement = create_placement(settings)
+            self.synchronizer = self._build_synchronizer(self.placement)
+            self._place_workers(self.placement)
             if settings.traits.trains:
                 self.trainer_monitor = self._monitor("trainer")
             if settings.traits.explores:
                 self.explorer_monitor = self._monitor("explorer")
-            self.synchronizer = self._build_synchronizer()
             # Asked at every explorer step; on Ray each question is a call to the explorer actor.
             self.has_eval_sets = self.explorer is not None and self.explorer.has_eval_sets()
             if self.trainer is not None:
@@ -72,27 +73,18 @@ class RunSession:
         self.tally = RunTally(written=self.restored_unread)
 
     # ------------------------------------------------------------------ building
-    def _place_workers(self) -> None:
-        settings, traits = self.settings, self.settings.traits
-        if settings.placement.uses_ray:
-            from trivium.runtime.ray_placement import RayPlacement
-
-            self.placement = RayPlacement(settings)
-            if traits.trains:
-                self.trainer = self.placement.trainer(self.resume_step)
-            if traits.explores:
-                self.explorer = self.placement.explorer()
-            if self.trainer is not None and self.explorer is not None and settings.sync.method == "nccl":
-                self.placement.connect_weight_broadcast(self.trainer)
-            self.placement.write_actor_table()
-            return
+    def _place_workers(self, placement: Placement) -> None:
+        traits = self.settings.traits
         if traits.trains:
-            self.trainer = TrainerWorker(settings, resume_step=self.resume_step)
+            self.trainer = placement.trainer(self.resume_step, self.synchronizer.transport)
         if traits.explores:
-            self.explorer = ExplorerWorker(settings)
+            self.explorer = placement.explorer()
+        if self.trainer is not None and self.explorer is not None:
+            self.synchronizer.connect(placement.weight_broadcaster())
+        placement.placed()
 
     def _monitor(self, role: str) -> Any:
-        from trivium.monitor.base import create_monitor
+        from trivium.monitor.factory import create_monitor
 
         monitor = self.settings.monitor
         return create_monitor(
@@ -108,7 +100,7 @@ class RunSession:
             console=self.console,
         )
 
-    def _build_synchronizer(self) -> Synchronizer:
+    def _build_synchronizer(self, placement: Placement) -> Synchronizer:
         sync, inputs = self.settings.sync, self.settings.trainer_input
         synchronizer = Synchronizer(
             sync_method=sync.method,
@@ -123,6 +115,7 @@ class RunSession:
             should_stop=stop_requested,
             # With replay the trainer may reach any version from the experiences it reuses.
             counts_experiences=inputs is not None and not inputs.reuses_experiences,
+            across_processes=placement.separate_processes,
         )
         if self.resume_step is not None:
             synchronizer.confirmed_version = synchronizer.trainer_version = self.resume_step
@@ -145,7 +138,7 @@ class RunSession:
         step = self.resume_step
         reached = self.explorer.saved_position_step()
         self.explorer.restore_checkpoint(step)
-        if self.trainer is not None and self.placement is None:
+        if self.trainer is not None and not self.placement.separate_processes:
             # In one process the trainer already holds these weights: no need to read them again.
             self.explorer.load_weights(self.trainer.current_weights())
         else:
@@ -184,16 +177,13 @@ class RunSession:
 
     # ------------------------------------------------------------------ weights
     def publish_weights(self, *, copy: bool) -> None:
-        """Trainer side: stage the current weights for the synchronizer's transport."""
-        self.synchronizer.publish_update(self.trainer.stage_weights(self.settings.sync.method, copy=copy))
+        """Trainer side: stage the current weights with the sender of the synchronizer's transport."""
+        self.synchronizer.publish_update(self.trainer.stage_weights(copy=copy))
 
     def load_weights(self, update: WeightUpdate) -> dict[str, float]:
-        """Explorer side: load ``update`` into every engine, confirm, and run the self-check."""
+        """Explorer side: the transport delivers ``update`` to every engine; confirm, and run the self-check."""
         start = time.perf_counter()
-        if update.is_collective:
-            metrics = self.placement.broadcast_weights(update, timeout=self.settings.sync.timeout)
-        else:
-            metrics = self._within_sync_timeout(lambda: self.explorer.load_weights(update), update.version)
+        metrics = self.synchronizer.deliver(update, receiver=self.explorer, broadcaster=self.placement.weight_broadcaster())
         served = self.explorer.served_version()
         if served != update.version:
             raise RuntimeError(f"the engines serve version {served} after loading version {update.version}")
@@ -201,21 +191,6 @@ class RunSession:
         metrics["time/sync"] = time.perf_counter() - start
         metrics.update(self.explorer.self_check(update))
         return metrics
-
-    def _within_sync_timeout(self, load, version: int) -> dict[str, float]:
-        """``load()``, or SyncTimeout naming the version and step when the engines do not confirm in time.
-
-        A stalled engine call cannot be interrupted; the run stops instead of hanging on it.
-        """
-        timeout = self.settings.sync.timeout
-        call = BackgroundCall(load, name=f"load-weights-v{version}")
-        if not call.wait(timeout):
-            raise SyncTimeout(
-                f"loading weight version {version} into the rollout engines (explorer at step {self.explorer.step()}) "
-                f"did not finish within {seconds_text(timeout)} (synchronizer.sync_timeout); an engine is stalled: see "
-                "log/explorer.log"
-            )
-        return call.result()
 
     def sync_now(self, *, copy: bool) -> dict[str, float]:
         """Hand the trainer's current weights to the engines at once (colocate, end of a run)."""

@@ -1,9 +1,12 @@
 """The run plan: the resolved config turned into typed settings, one per component.
 
 ``build_run_settings(config)`` is called once per run (or stage). The session, the loops and
-the workers read these settings, never the raw config; every value derived from several keys
-was already computed by ``trivium.config.resolve``. Buffers and tasksets keep their schema
-sections (``StorageConfig``): they are already typed, and the buffer package consumes them.
+the workers read these settings, never the raw config. Nothing here refuses a config: every
+refusal is validation's, which ``trivium plan`` runs too. Values derived from several keys come
+from ``trivium.config.resolve``; computed here are only the machine's core split and arithmetic
+of resolved keys that no config key holds (trainer steps per explorer step, whether train mode
+reads a dataset). Buffers and tasksets keep their schema sections (``StorageConfig``): they are
+already typed, and the buffer package consumes them.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from typing import Any
 from trivium.algorithm.presets import PRESETS
 from trivium.config.gpu_layout import GpuLayout, config_layout
 from trivium.config.modes import ModeTraits, traits_of
-from trivium.config.schema import StorageConfig
+from trivium.config.schema import PLACEMENTS, StorageConfig
+from trivium.core.storage_kinds import storage_kind
 from trivium.explorer.settings import ExplorerSettings
 from trivium.registry import loaded_plugin_dirs
 from trivium.runtime.cpu_share import split_cores
@@ -46,6 +50,7 @@ class SyncSettings:
 class PlacementSettings:
     """Where components run: this process, or Ray actors."""
 
+    name: str  # the registered placement (trivium.runtime.placement) or a plugin's dotted path
     uses_ray: bool
     ray_address: str | None
     namespace: str
@@ -114,6 +119,7 @@ def build_run_settings(config: Any) -> RunSettings:
     trainer_threads, engine_threads = split_cores() if concurrent_cpu else (None, None)
     algorithm = config.algorithm
     storage = config.buffer.trainer_input.experience_buffer
+    mixes = algorithm.sample_strategy == "mix"
     return RunSettings(
         mode=config.mode,
         traits=traits,
@@ -130,13 +136,14 @@ def build_run_settings(config: Any) -> RunSettings:
         ),
         sync=sync_settings(config),
         placement=PlacementSettings(
+            name=placement_name(config.cluster),
             uses_ray=bool(config.cluster.uses_ray),
             ray_address=config.cluster.ray_address,
             namespace=config.ray_namespace,
-            device_type=config.cluster.device_type or "cpu",
-            compute_device=config.cluster.compute_device or "cpu",
-            trainer_devices=int(config.cluster.trainer_devices or 0),
-            explorer_devices=int(config.cluster.explorer_devices or 0),
+            device_type=config.cluster.device_type,
+            compute_device=config.cluster.compute_device,
+            trainer_devices=int(config.cluster.trainer_devices),
+            explorer_devices=int(config.cluster.explorer_devices),
             layout=config_layout(config),
         ),
         monitor=MonitorSettings(
@@ -150,20 +157,30 @@ def build_run_settings(config: Any) -> RunSettings:
         log=LogSettings(
             level=config.log.level,
             group_by_node=bool(config.log.group_by_node),
-            explorer_name=config.explorer.name or "explorer",
-            trainer_name=config.trainer.name or "trainer",
+            explorer_name=config.explorer.name,
+            trainer_name=config.trainer.name,
         ),
         trainer_input=TrainerInputSettings(
             experience_buffer=storage,
             auxiliary_buffers=tuple(config.buffer.trainer_input.auxiliary_buffers.items()),
-            mixes_expert_data=algorithm.sample_strategy == "mix",
-            expert_data_ratio=float((algorithm.sample_strategy_args or {}).get("expert_data_ratio", 0.25)),
+            mixes_expert_data=mixes,
+            expert_data_ratio=float(algorithm.sample_strategy_args["expert_data_ratio"]) if mixes else 0.0,
             reuses_experiences=bool(storage.replay_buffer.enable),
         ) if traits.trains else None,
-        reads_dataset=config.mode == "train" and (storage.storage_type == "file" or _preset_trains_on_datasets(algorithm)),
+        reads_dataset=traits.trains_only and (
+            not storage_kind(storage.storage_type).trainer_reads_experiences or _preset_trains_on_datasets(algorithm)
+        ),
         total_epochs=int(config.buffer.total_epochs),
         plugin_dirs=loaded_plugin_dirs(),
     )
+
+
+def placement_name(cluster: Any) -> str:
+    """The placement that runs the components: Ray when resolve() chose it, a plugin's dotted path
+    as given, this process otherwise (auto without Ray, or colocate, which never uses Ray)."""
+    if cluster.uses_ray:
+        return "ray"
+    return "process" if cluster.placement in PLACEMENTS else cluster.placement
 
 
 def _preset_trains_on_datasets(algorithm: Any) -> bool:

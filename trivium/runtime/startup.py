@@ -13,7 +13,7 @@ import os
 import threading
 import time
 
-from trivium.monitor.metric_names import STARTUP
+from trivium.core.metric_names import STARTUP
 
 _IMPORTED_AT = time.time()
 _reported = False

@@ -1,5 +1,7 @@
-"""The resolved config turned into ``TrainerSettings`` (``trivium/trainer/settings.py``), with
-the checks of what the built-in trainer refuses: its ranks, strategy, offload and LoRA."""
+"""The resolved config turned into ``TrainerSettings`` (``trivium/trainer/settings.py``).
+
+A plain copy: what the built-in trainer refuses (its ranks, strategy, offload and LoRA) is
+checked by ``validate()`` (``config/trainer_rules.py``), so ``trivium plan`` refuses it too."""
 
 from __future__ import annotations
 
@@ -7,85 +9,41 @@ from typing import Any
 
 from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_critic
 from trivium.algorithm.presets import PRESETS
-from trivium.errors import UserError
+from trivium.config.none_name import named
 from trivium.models.engine import takes_lora_adapters
 from trivium.trainer.settings import LoRASettings, LossSettings, TinkerSettings, TrainerSettings
 
-# trainer.trainer_strategy -> TrainerSettings.strategy ("fsdp" is veRL's name for the same FSDP2 code).
-TRAINER_STRATEGY_NAMES = {"fsdp": "fsdp2", "fsdp2": "fsdp2", "ddp": "ddp", "none": "none"}
+# trainer.trainer_strategy -> TrainerSettings.strategy ("fsdp" is veRL's name for the same FSDP2 code);
+# trainer_strategy none (one rank) is None.
+TRAINER_STRATEGY_NAMES = {"fsdp": "fsdp2", "fsdp2": "fsdp2", "ddp": "ddp"}
 
 
-def check_supported(config: Any) -> None:
-    """Config keys the schema accepts but the built-in trainer does not implement yet."""
-    trainer = config.trainer
-    if trainer.ulysses_sequence_parallel_size > 1:
-        raise NotImplementedError(
-            "sequence parallelism (trainer.ulysses_sequence_parallel_size > 1) is not implemented; set it to 1"
-        )
-    check_trainer_parallelism(config)
-
-
-def check_trainer_parallelism(config: Any) -> None:
-    """Ranks, strategy, placement and offload of the trainer (docs/fsdp.md)."""
-    trainer, cluster = config.trainer, config.cluster
-    ranks = int(trainer.data_parallel_size or 1)
-    on_gpu = cluster.device_type == "cuda"
-    if ranks < 1:
-        raise UserError(f"trainer.data_parallel_size must be >= 1, got {ranks}")
-    if ranks > 1 and trainer.trainer_strategy == "none":
-        raise UserError(
-            f"trainer.data_parallel_size is {ranks} but trainer.trainer_strategy is 'none' (one rank); "
-            "set trainer_strategy: fsdp2 or data_parallel_size: 1"
-        )
-    if ranks > 1 and on_gpu and ranks > int(cluster.trainer_devices or 0):
-        raise UserError(
-            f"trainer.data_parallel_size is {ranks} but the trainer has {cluster.trainer_devices} GPU(s) "
-            "(cluster.trainer_devices); use at most one rank per GPU"
-        )
-    offload = [key for key in ("param_offload", "optimizer_offload") if getattr(trainer, key)]
-    if offload and not on_gpu:
-        raise UserError(
-            f"trainer.{offload[0]} moves GPU memory to the CPU; this run trains on the CPU already. Remove it"
-        )
-    if offload and ranks < 2:
-        raise NotImplementedError(
-            f"trainer.{offload[0]} is applied through FSDP2 and needs trainer.data_parallel_size >= 2"
-        )
-    if offload and trainer.trainer_strategy == "ddp":
-        raise UserError(
-            f"trainer.{offload[0]} offloads FSDP2's shards, but trainer_strategy 'ddp' keeps whole models on "
-            "every rank; use trainer_strategy: fsdp2 to shard and offload"
-        )
-    if trainer.optimizer_offload and not trainer.param_offload:
-        raise UserError(
-            "trainer.optimizer_offload without trainer.param_offload: FSDP2 keeps the optimizer state with "
-            "the parameter shards; set param_offload: true to offload both"
-        )
+def _strategy(name: str | None) -> str | None:
+    return None if name is None else TRAINER_STRATEGY_NAMES[name]
 
 
 def loss_settings(algorithm: Any) -> LossSettings:
-    """Coefficients come from the preset or the user (resolve() merged them into the *_args)."""
+    """Coefficients come from the preset or the user (resolve() merged them into the *_args);
+    a function the config leaves out (``none``) is None."""
     penalty_args = algorithm.kl_penalty_fn_args or {}
     adaptive = bool(penalty_args.get("adaptive", False))
     return LossSettings(
         policy_loss_fn=algorithm.policy_loss_fn,
         policy_loss_fn_args=dict(algorithm.policy_loss_fn_args or {}),
-        advantage_fn=algorithm.advantage_fn or "none",
+        advantage_fn=named(algorithm.advantage_fn),
         advantage_fn_args=dict(algorithm.advantage_fn_args or {}),
-        kl_penalty_fn=algorithm.kl_penalty_fn or "none",
+        kl_penalty_fn=named(algorithm.kl_penalty_fn),
         kl_penalty_coef=float(penalty_args.get("kl_coef", 0.0)),
         kl_penalty_adaptive=adaptive,
         kl_penalty_target=float(penalty_args["target_kl"]) if adaptive else None,
         kl_penalty_horizon=float(penalty_args["horizon"]) if adaptive else None,
-        kl_loss_fn=algorithm.kl_loss_fn or "none",
+        kl_loss_fn=named(algorithm.kl_loss_fn),
         kl_loss_coef=float((algorithm.kl_loss_fn_args or {}).get("kl_coef", 0.0)),
-        entropy_loss_fn=algorithm.entropy_loss_fn or "none",
+        entropy_loss_fn=named(algorithm.entropy_loss_fn),
         entropy_coef=float((algorithm.entropy_loss_fn_args or {}).get("entropy_coef", 0.0)),
         loss_agg_mode=algorithm.loss_agg_mode or "token-mean",
     )
 
-
-LORA_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 def lora_settings(config: Any) -> LoRASettings | None:
@@ -93,18 +51,8 @@ def lora_settings(config: Any) -> LoRASettings | None:
     adapters = config.model.lora_configs
     if not adapters:
         return None
-    adapter, key = adapters[0], "model.lora_configs[0]"
-    if int(adapter.lora_rank) < 1:
-        raise UserError(f"{key}.lora_rank must be >= 1, got {adapter.lora_rank}")
-    if not 0 <= float(adapter.lora_dropout) < 1:
-        raise UserError(f"{key}.lora_dropout must be in [0, 1), got {adapter.lora_dropout}")
-    if adapter.lora_dtype not in LORA_DTYPES:
-        raise UserError(f"{key}.lora_dtype is {adapter.lora_dtype!r}; use one of {', '.join(LORA_DTYPES)}")
-    targets = adapter.target_modules
-    if not isinstance(targets, str):
-        if not targets or not all(isinstance(name, str) for name in targets):
-            raise UserError(f"{key}.target_modules must be 'all-linear' or a list of module names, got {targets!r}")
-        targets = tuple(targets)
+    adapter = adapters[0]  # validate() checked its values (config/trainer_rules.py)
+    targets = adapter.target_modules if isinstance(adapter.target_modules, str) else tuple(adapter.target_modules)
     return LoRASettings(
         rank=int(adapter.lora_rank),
         alpha=float(adapter.lora_alpha),
@@ -124,7 +72,7 @@ def tinker_settings(config: Any) -> TinkerSettings | None:
         return None
     prefix = "-".join(part for part in (config.project, config.group, config.name) if part) or "trivium"
     return TinkerSettings(
-        base_model=tinker.base_model or config.model.model_path,
+        base_model=tinker.base_model,  # resolve() named the policy's path when unset
         rank=int(tinker.rank),
         seed=tinker.seed,
         train_mlp=bool(tinker.train_mlp),
@@ -136,18 +84,15 @@ def tinker_settings(config: Any) -> TinkerSettings | None:
 
 
 def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads: int | None = None) -> TrainerSettings:
-    check_supported(config)
     algorithm, trainer = config.algorithm, config.trainer
     loss = loss_settings(algorithm)
-    strategy_args = dict(algorithm.sample_strategy_args or {})
-    staleness_limit = None
-    if algorithm.sample_strategy == "staleness_control":
-        staleness_limit = int(strategy_args.get("max_staleness", 1))
+    strategy_args = dict(algorithm.sample_strategy_args or {})  # resolve() filled the strategy's defaults
+    controls_staleness = algorithm.sample_strategy == "staleness_control"
     optimizer = algorithm.optimizer
     return TrainerSettings(
         model_path=model_path or config.model.model_path,
         critic_model_path=config.model.critic_model_path,
-        use_critic=loss.advantage_fn != "none" and requires_critic(ADVANTAGE_FNS.get(loss.advantage_fn)),
+        use_critic=loss.advantage_fn is not None and requires_critic(ADVANTAGE_FNS.get(loss.advantage_fn)),
         lr=float(optimizer.lr),
         weight_decay=float(optimizer.weight_decay),
         betas=tuple(optimizer.betas),
@@ -172,8 +117,8 @@ def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads:
         pack_sequences=bool(trainer.use_remove_padding),
         gradient_checkpointing=bool(trainer.enable_gradient_checkpointing),
         logit_chunk_tokens=None if trainer.logit_chunk_tokens is None else int(trainer.logit_chunk_tokens),
-        staleness_limit=staleness_limit,
-        staleness_mode=str(strategy_args.get("mode", "drop")),
+        staleness_limit=int(strategy_args["max_staleness"]) if controls_staleness else None,
+        staleness_mode=str(strategy_args["mode"]) if controls_staleness else "drop",
         truncation=trainer.truncation,
         learns_from_rollouts=PRESETS[algorithm.algorithm_type].learns_from_rollouts,
         loss=loss,
@@ -185,7 +130,7 @@ def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads:
         rope_theta=None if config.model.rope_theta is None else float(config.model.rope_theta),
         cpu_threads=cpu_threads,
         data_parallel_size=int(trainer.data_parallel_size or 1),
-        strategy=TRAINER_STRATEGY_NAMES[trainer.trainer_strategy],
+        strategy=_strategy(named(trainer.trainer_strategy)),
         param_offload=bool(trainer.param_offload),
         collective_timeout=float(config.synchronizer.sync_timeout),
     )

@@ -1,10 +1,12 @@
-"""The two sides of a run, each an object that works in this process or as a Ray actor.
+"""The two sides of a run, each an object its placement builds in this process or in an actor.
 
-``ExplorerWorker`` owns the rollout engines (or handles to engine actors), the model wrappers,
-the runner pool, the experience writer and the explorer. ``TrainerWorker`` owns the trainer,
-its buffer reader and its checkpoints. Their methods are the whole vocabulary of the mode
-loops (``explore_once``, ``train_once``, ``stage_weights``, ``load_weights``, ...): plain
-values in, plain values out, so a Ray actor handle serves them unchanged.
+``ExplorerWorker`` owns the model wrappers around the rollout engines its placement hands in
+(built here, or engine actors seen through the engine interface), the runner pool, the
+experience writer and the explorer. ``TrainerWorker`` owns the trainer, its buffer reader,
+its checkpoints and the sender of the run's weight transport (``trivium.sync.transport``),
+which stages each version wherever the transport carries it. Their methods are the whole
+vocabulary of the mode loops (``trivium.runtime.worker_sides`` types them): plain values in,
+plain values out, so a Ray actor handle serves them unchanged.
 
 Neither reads the config: they build their parts from the typed ``RunSettings`` through
 ``trivium.runtime.builders``.
@@ -21,16 +23,17 @@ from typing import Any
 import torch
 
 from trivium.buffer.base import BufferExhausted
+from trivium.core.metric_names import CRITIC_UPDATE_SKIPPED, IDLE_TRAINER, UPDATE_SKIPPED
 from trivium.models.engine import takes_lora_adapters
+from trivium.models.engine.base import InferenceEngine
 from trivium.models.lora_delta import update_bytes
 from trivium.models.model_dir import check_model_dir
-from trivium.monitor.metric_names import CRITIC_UPDATE_SKIPPED, IDLE_TRAINER, UPDATE_SKIPPED
 from trivium.runtime import builders, trained_samples
 from trivium.runtime.actor_weights import load_actor_weights, service_sampler_path
 from trivium.runtime.settings import RunSettings
-from trivium.sync.collective import tensor_spec
 from trivium.sync.self_check import check_sync
-from trivium.sync.synchronizer import WeightUpdate, stage_weights, sync_weights_dir
+from trivium.sync.transport import WeightTransport
+from trivium.sync.weight_update import WeightUpdate
 from trivium.trainer import checkpoint as ckpt
 
 EXPLORER_STATE_FILE = "explorer_state.json"
@@ -39,7 +42,8 @@ TRAINER_INPUT_FILE = "trainer_input.json"
 
 
 class ExplorerWorker:
-    def __init__(self, settings: RunSettings, *, engine_handles: list[Any] | None = None):
+    def __init__(self, settings: RunSettings, *, engines: list[InferenceEngine]):
+        """``engines``: the rollout engines, handed in by the placement (here, or over Ray)."""
         from trivium.buffer.factory import create_writer
         from trivium.monitor.logs import setup_component_logger
 
@@ -49,11 +53,7 @@ class ExplorerWorker:
             self.run_dir, settings.log.explorer_name, settings.log.level, settings.log.group_by_node
         )
         explorer = settings.explorer
-        self.engines = (
-            builders.remote_engines(engine_handles, explorer.rollout)
-            if engine_handles is not None
-            else builders.build_engines(explorer.rollout)
-        )
+        self.engines = engines
         self.wrappers = builders.build_wrappers(explorer.wrapper, self.engines)
         self.auxiliary_wrappers = builders.build_auxiliary_wrappers(explorer)
         self.workflow_api = builders.build_workflow_api(settings, self.wrappers, self.auxiliary_wrappers)
@@ -203,13 +203,17 @@ class ExplorerWorker:
             engine.close()
 
 
-# Stands in ``_staged`` for a version whose shards the trainer's ranks keep (``Trainer.stage_shards``).
-SHARDS: Any = object()
-
-
 class TrainerWorker:
-    def __init__(self, settings: RunSettings, *, resume_step: int | None = None, rank_launcher: Any = None):
-        """``rank_launcher``: where a trainer of several ranks starts ranks 1..N-1 (local processes by default)."""
+    def __init__(
+        self,
+        settings: RunSettings,
+        *,
+        transport: WeightTransport,
+        resume_step: int | None = None,
+        rank_launcher: Any = None,
+    ):
+        """``transport``: the synchronizer's weight transport, whose sender this side builds.
+        ``rank_launcher``: where a trainer of several ranks starts ranks 1..N-1 (local processes by default)."""
         from transformers import AutoTokenizer
 
         from trivium.monitor.logs import setup_component_logger
@@ -242,11 +246,7 @@ class TrainerWorker:
         self.probe_experiences: list[Any] = []
         self.last_samples: list[str] = []
         self.publications = 0  # weight publications so far; every self_check_interval-th is checked
-        # nccl: snapshots by version, kept until broadcast (a broadcast may run in another thread
-        # while the trainer goes on training and staging newer versions).
-        self._staged: dict[int, dict[str, torch.Tensor]] = {}
-        self._staged_lock = threading.Lock()
-        self._broadcast_group = None
+        self.weight_sender = transport.sender()
 
     # ------------------------------------------------------------------ state
     def global_step(self) -> int:
@@ -319,13 +319,8 @@ class TrainerWorker:
         self.reader.close()
 
     # ------------------------------------------------------------------ weights
-    def stage_weights(self, method: str, *, copy: bool) -> WeightUpdate:
-        """The current weights, ready for the explorer, with self-check scores when due.
-
-        ``memory`` and ``checkpoint`` put the tensors in the update (or a file); ``nccl`` keeps
-        a snapshot here for ``broadcast_staged`` (a sharded trainer: each rank keeps its shards)
-        and puts only the tensor layout in the update.
-        """
+    def stage_weights(self, *, copy: bool) -> WeightUpdate:
+        """The current weights, staged by the transport's sender, with self-check scores when due."""
         interval = self.settings.sync.self_check_interval
         due = bool(interval) and self.publications % interval == 0
         self.publications += 1
@@ -335,29 +330,11 @@ class TrainerWorker:
         version = self.trainer.model_version
         if getattr(self.trainer, "publishes_sampler_weights", False):
             # The weights live on a training service: the update is where its sampler finds them.
-            path = self.trainer.publish_sampler(version)
-            return WeightUpdate(version=version, sampler_path=path, probes=probes, probe_scores=scores)
-        if method == "checkpoint" and self.trainer.parallel.sharded:
-            # Gathered and written bucket by bucket: rank 0 never holds the whole model.
-            directory = sync_weights_dir(self.run_dir, version)
-            written = self.trainer.write_sync_weights(str(directory))
-            return WeightUpdate(version=version, path=str(directory), probes=probes, probe_scores=scores, metrics=written)
-        if method == "nccl" and self._broadcast_group is not None and self._streams_shards():
-            # Each rank keeps its shards of this version; the broadcast gathers them bucket by bucket.
-            spec = self.trainer.stage_shards(version)
-            with self._staged_lock:
-                self._staged[version] = SHARDS
-            return WeightUpdate(version=version, spec=spec, probes=probes, probe_scores=scores)
-        weights = self.trainer.weights_for_sync()
-        if method == "nccl" and self._broadcast_group is not None:
-            snapshot = {name: tensor.detach().clone() for name, tensor in weights.items()}
-            with self._staged_lock:
-                self._staged[version] = snapshot
-            spec = tensor_spec(snapshot)
-            return WeightUpdate(version=version, spec=spec, probes=probes, probe_scores=scores)
-        return stage_weights(
-            method, version, weights, copy=copy, run_dir=self.run_dir, probes=probes, probe_scores=scores
-        )
+            update = WeightUpdate(version=version, sampler_path=self.trainer.publish_sampler(version))
+        else:
+            update = self.weight_sender.stage(self.trainer, version, copy=copy)
+        update.probes, update.probe_scores = probes, scores
+        return update
 
     def current_weights(self) -> WeightUpdate:
         """The weights the trainer holds now, for an explorer in this process (a resume): no copy."""
@@ -366,34 +343,6 @@ class TrainerWorker:
             saved = self.trainer.sampler_path if self.trainer.sampler_version == version else None
             return WeightUpdate(version, sampler_path=saved or self.trainer.publish_sampler(version))
         return WeightUpdate(version, weights=self.trainer.weights_for_sync())
-
-    def join_broadcast_group(self, address: str, port: int, world_size: int, backend: str, timeout: float) -> None:
-        from trivium.sync.collective import WeightBroadcastGroup
-
-        self._broadcast_group = WeightBroadcastGroup(
-            address=address, port=port, rank=0, world_size=world_size, backend=backend, timeout=timeout
-        )
-
-    def broadcast_staged(self, version: int) -> int:
-        """Send staged ``version`` to every engine of the broadcast group; returns the bytes sent.
-
-        Older snapshots are dropped: the explorer never asks for a version older than one it loaded.
-        """
-        with self._staged_lock:
-            snapshot = self._staged.get(version)
-            for old in [v for v in self._staged if v < version]:
-                del self._staged[old]
-        if snapshot is None or self._broadcast_group is None:
-            raise RuntimeError(f"weight version {version} was not staged for a broadcast")
-        if snapshot is SHARDS:
-            group = self._broadcast_group
-            return self.trainer.send_staged_shards(version, bucket_bytes=group.bucket_bytes, send=group.send_bucket)
-        return self._broadcast_group.send(snapshot)
-
-    def _streams_shards(self) -> bool:
-        """Whole weights of a sharded trainer: staged as shards, gathered while broadcasting.
-        (A LoRA adapter is small: it is gathered whole when staged.)"""
-        return self.trainer.parallel.sharded and self.trainer.settings.lora is None
 
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, *, final: bool, explorer_state: dict[str, Any] | None = None) -> str:
@@ -435,8 +384,7 @@ class TrainerWorker:
         return bool(interval) and self.trainer.global_step % interval == 0
 
     def close(self) -> None:
-        if self._broadcast_group is not None:
-            self._broadcast_group.close()
+        self.weight_sender.close()
         self.trainer.close()
 
 

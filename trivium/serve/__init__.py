@@ -1,7 +1,9 @@
 """Serve mode: the policy served to outside agent applications, trained on their rewarded sessions.
 
 ``trivium.serve.Client`` talks to a running ``mode: serve`` run; ``trivium.serve.loop`` is the
-mode's loop and ``trivium.serve.sessions`` records the sessions. See docs/serve.md.
+mode's loop, registered in the runtime's mode loops. The sessions it records are the model
+server's (``trivium.models.served_sessions``); its config rules are ``trivium.config.serve_rules``.
+See docs/serve.md.
 """
 
 from trivium.serve.client import Client, ServeError

@@ -20,12 +20,13 @@ from typing import Any
 
 from trivium.buffer.factory import create_writer
 from trivium.errors import UserError
+from trivium.models.served_sessions import CommitResult, SessionRecorder
 from trivium.models.server import check_port_free, serve_in_thread
 from trivium.models.server_guard import is_loopback
 from trivium.runtime.loops import eval_if_due, startup_eval, train_once, training_done
+from trivium.runtime.mode_loops import MODE_LOOPS
 from trivium.runtime.session import RunSession
 from trivium.runtime.stopping import stop_requested
-from trivium.serve.sessions import CommitResult, SessionRecorder
 
 logger = logging.getLogger("trivium.serve")
 
@@ -33,6 +34,7 @@ logger = logging.getLogger("trivium.serve")
 SERVED_MODEL_NAME = "policy"
 
 
+@MODE_LOOPS.register("serve")
 def run_serve(session: RunSession, progress: Any = None) -> None:
     check_servable(session)
     settings, worker = session.settings, session.explorer
@@ -73,7 +75,7 @@ def run_serve(session: RunSession, progress: Any = None) -> None:
 
 
 def check_servable(session: RunSession) -> None:
-    if session.placement is not None:
+    if session.placement.separate_processes:
         raise UserError(
             "cluster.placement: serve mode runs the engine, the trainer and the API in one process; "
             "set cluster.placement: process"

@@ -21,6 +21,7 @@ from typing import Any
 from trivium.buffer.codec import experience_from_json, row_to_experience
 from trivium.core.episode_turns import TURNS_KEY
 from trivium.core.experience import Experience
+from trivium.core.storage_kinds import kinds_with, storage_kind
 from trivium.errors import UserError
 
 MAX_LIMIT = 200
@@ -51,14 +52,14 @@ def buffer_location(config: dict, *, working_dir: Path) -> BufferLocation:
     """
     buffer = ((config.get("buffer") or {}).get("trainer_input") or {}).get("experience_buffer") or {}
     storage_type, path, name = buffer.get("storage_type"), buffer.get("path"), buffer.get("name") or ""
-    if storage_type not in ("sql", "queue"):
-        raise UserError(
-            f"the experience buffer is a {storage_type!r} storage; only sql and queue buffers are browsable"
-        )
+    kept = storage_kind(storage_type, key="buffer.trainer_input.experience_buffer").keeps_experiences
+    if kept is None:
+        browsable = " and ".join(kinds_with("keeps_experiences"))
+        raise UserError(f"the experience buffer is a {storage_type!r} storage; only {browsable} buffers are browsable")
     if not path:
         raise UserError(
-            "the experience buffer is a queue without a `path`, so its experiences were kept in memory only; "
-            "give buffer.trainer_input.experience_buffer.path (a .db file) to browse them"
+            f"the experience buffer is a {storage_type} without a `path`, so its experiences were kept in memory "
+            "only; give buffer.trainer_input.experience_buffer.path (a .db file) to browse them"
         )
     path = str(path)
     if "://" in path:
@@ -68,7 +69,7 @@ def buffer_location(config: dict, *, working_dir: Path) -> BufferLocation:
         file = working_dir / file
     if not file.exists():
         raise UserError(f"no experiences yet: {file} does not exist")
-    kind = "jsonl" if storage_type == "queue" and file.suffix == ".jsonl" else "sql"
+    kind = "jsonl" if kept == "mirror" and file.suffix == ".jsonl" else "sql"
     return BufferLocation(kind, str(file), name)
 
 

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from trivium.monitor import metric_names as names
+from trivium.core import metric_names as names
 from trivium.monitor.metrics_file import metrics_path, read_metrics
 from trivium.monitor.plots import PLOTS, PlotSpec, plot_lines
 from trivium.monitor.summary import compute_summary, summary_lines

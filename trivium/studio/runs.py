@@ -30,8 +30,8 @@ import yaml
 
 from trivium.config.modes import EXPLORING_MODES, TRAINING_MODES
 from trivium.config.run_dir import RESOLVED_FILE
+from trivium.core import metric_names as names
 from trivium.errors import UserError
-from trivium.monitor import metric_names as names
 from trivium.monitor.logs import find_log_files, read_log_records
 from trivium.monitor.metrics_file import metrics_path
 from trivium.studio.launch import CONFIG_FILE_NAME, STUDIO_DIR_NAME, RunLauncher, output_log_path

@@ -1,7 +1,8 @@
 """A check that catches silent weight-sync failures.
 
 After a sync, the trainer scores a few sequences the engine has just sampled, with the
-weights it sent, and the engine scores them with the weights it loaded. If the weights
+weights it sent (``trivium.trainer.forward.trainer_logprobs``, handed in as scores), and the
+engine scores them with the weights it loaded. If the weights
 arrived intact, both logprobs agree up to numerical noise (float32 on CPU: ~1e-5). A large
 gap means the engine is not serving what the trainer sent.
 
@@ -17,23 +18,9 @@ import logging
 
 import torch
 
-from trivium.core.batch import ExperienceBatch
 from trivium.core.experience import Experience
-from trivium.trainer.forward import response_logprobs
 
 DEFAULT_THRESHOLD = 0.05
-
-
-@torch.no_grad()
-def trainer_logprobs(model: torch.nn.Module, probes: list[Experience], pad_token_id: int = 0) -> list[torch.Tensor]:
-    batch = ExperienceBatch.from_experiences(probes, pad_token_id)
-    training = model.training
-    model.eval()  # as the engine scores: no dropout (LoRA's, or the model's own)
-    try:
-        logprobs, _ = response_logprobs(model, batch)
-    finally:
-        model.train(training)
-    return [logprobs[i, : exp.response_length].clone() for i, exp in enumerate(probes)]
 
 
 def replays_samples(engine) -> bool:

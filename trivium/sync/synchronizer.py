@@ -18,9 +18,10 @@ report. When the explorer should sync and which version it needs follow ``sync_s
   when the trainer is that far behind. Counted in experiences, so partial steps (over-rollout)
   cannot make it wait for a version the trainer has no data to reach.
 
-Transports: ``memory`` hands over tensors in-process; ``checkpoint`` writes the weights under
-the run directory and hands over the path (a sharded trainer writes one file per gathered
-bucket into a directory, so it never holds the whole model).
+The synchronizer owns the run's weight transport (``trivium.sync.transport``: ``memory``,
+``checkpoint`` or the ``nccl`` collective), named by ``sync_method``: the trainer's side
+stages each version with the transport's sender, the explorer's side has the transport
+deliver it, and a superseded version is retired by it.
 
 Every wait of the explorer ends, one way or another:
 
@@ -36,20 +37,20 @@ Every wait of the explorer ends, one way or another:
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 
 from trivium.core.durations import seconds_text
 from trivium.errors import SyncTimeout
+from trivium.sync.checkpoint_transport import sync_weights_dir
+from trivium.sync.transport import WeightBroadcaster, WeightReceiver, WeightTransport, weight_transport
+from trivium.sync.weight_update import WeightUpdate
 
-__all__ = ["SyncTimeout", "Synchronizer", "VersionUnreachable", "WeightUpdate", "stage_weights", "sync_weights_dir"]
+__all__ = ["SyncTimeout", "Synchronizer", "VersionUnreachable", "WeightUpdate", "sync_weights_dir"]
 
 # A waiting side looks at ``should_stop`` at least this often (seconds).
 STOP_POLL_SECONDS = 0.2
@@ -59,38 +60,6 @@ class VersionUnreachable(Exception):
     """The explorer needs a weight version the trainer cannot reach with the experiences
     written so far; the message gives the numbers. Not an error in itself: the explorer stops
     and the run reports what was not trained."""
-
-
-@dataclass
-class WeightUpdate:
-    version: int
-    weights: dict[str, torch.Tensor] | None = None  # memory transport
-    path: str | None = None  # checkpoint transport
-    # Sequences the engine sampled, with the trainer's logprobs of them under this version.
-    probes: list | None = None
-    probe_scores: list[torch.Tensor] | None = None
-    # collective transport (Ray): (name, shape, dtype) of each tensor the trainer will broadcast
-    spec: list[tuple[str, tuple[int, ...], str]] | None = None
-    # What staging the update measured on the trainer's side (e.g. sync/buckets), logged when it loads
-    metrics: dict[str, float] = field(default_factory=dict)
-    # service transport (Tinker): where the service saved the weights for its sampler (tinker://...)
-    sampler_path: str | None = None
-
-    @property
-    def is_collective(self) -> bool:
-        return self.spec is not None
-
-    def load(self) -> dict[str, torch.Tensor]:
-        if self.sampler_path is not None:
-            raise ValueError(f"weight version {self.version} lives on the training service ({self.sampler_path})")
-        if self.weights is not None:
-            return self.weights
-        if Path(self.path).is_dir():  # written bucket by bucket (see sync_weights_dir)
-            weights: dict[str, torch.Tensor] = {}
-            for part in sorted(Path(self.path).glob("bucket_*.safetensors")):
-                weights.update(load_file(part))
-            return weights
-        return load_file(self.path)
 
 
 class Synchronizer:
@@ -108,22 +77,19 @@ class Synchronizer:
         logger: logging.Logger | None = None,
         should_stop: Callable[[], bool] = lambda: False,
         counts_experiences: bool = False,
+        across_processes: bool = False,
     ):
         """``should_stop``: a stop was requested (every wait returns soon after it holds).
         ``counts_experiences``: the loop reports every experience written and trained, and the
-        trainer trains each once (no replay), so a version it cannot reach is known at once."""
-        if sync_method not in ("memory", "checkpoint", "nccl"):
-            raise ValueError(f"unknown sync_method {sync_method!r}")
-        # In one process nccl is the same as memory; across Ray actors the session broadcasts
-        # collective updates (see trivium.sync.collective).
-        self.sync_method = sync_method
+        trainer trains each once (no replay), so a version it cannot reach is known at once.
+        ``across_processes``: explorer and trainer live in separate processes."""
+        self.transport: WeightTransport = weight_transport(sync_method, across_processes=across_processes, run_dir=run_dir)
         self.sync_style = sync_style
         self.sync_interval = max(1, int(sync_interval))
         self.sync_offset = max(0, int(sync_offset))
         self.sync_timeout = sync_timeout
         self.ratio = train_steps_per_explore_step
         self.train_batch_size = max(1, int(train_batch_size))
-        self.run_dir = Path(run_dir) if run_dir else None
         self.logger = logger or logging.getLogger("trivium.sync")
         self.should_stop = should_stop
         self.counts_experiences = counts_experiences
@@ -237,13 +203,10 @@ class Synchronizer:
         probes: list | None = None,
         probe_scores: list[torch.Tensor] | None = None,
     ) -> None:
-        """Stage ``weights`` for this synchronizer's transport, then publish them."""
-        self.publish_update(
-            stage_weights(
-                self.sync_method, version, weights, copy=copy, run_dir=self.run_dir, probes=probes,
-                probe_scores=probe_scores,
-            )
-        )
+        """Stage ``weights`` with this synchronizer's transport (the trainer in this process), then publish them."""
+        update = self.transport.sender().stage_weights(version, weights, copy=copy)
+        update.probes, update.probe_scores = probes, probe_scores
+        self.publish_update(update)
 
     def publish_update(self, update: WeightUpdate) -> None:
         """Make a staged update the newest version the explorer can load."""
@@ -252,12 +215,20 @@ class Synchronizer:
             self._latest = update
             self._sync_requested = False
             self._cond.notify_all()
-        if previous is not None and previous.path and previous.path != update.path:
-            if Path(previous.path).is_dir():
-                shutil.rmtree(previous.path, ignore_errors=True)
-            else:
-                Path(previous.path).unlink(missing_ok=True)
-        self.logger.info("trainer published weight version %d (%s)", update.version, self.sync_method)
+        if previous is not None:
+            self.transport.retire(previous, newer=update)
+        self.logger.info("trainer published weight version %d (%s)", update.version, self.transport.name)
+
+    # ------------------------------------------------------------------ the transport between the sides
+    def connect(self, broadcaster: WeightBroadcaster | None) -> None:
+        """Before the first version: let the transport join the two sides (a broadcast group)."""
+        self.transport.connect(broadcaster)
+
+    def deliver(
+        self, update: WeightUpdate, *, receiver: WeightReceiver, broadcaster: WeightBroadcaster | None
+    ) -> dict[str, float]:
+        """Explorer side: the transport puts ``update`` into every engine within ``sync_timeout``."""
+        return self.transport.deliver(update, receiver=receiver, broadcaster=broadcaster, timeout=self.sync_timeout)
 
     # ------------------------------------------------------------------ policy of the concurrent loop
     def explorer_update(self, next_explore_step: int) -> WeightUpdate | None:
@@ -323,45 +294,3 @@ class Synchronizer:
     def trainer_has_finished(self) -> bool:
         with self._cond:
             return self._trainer_finished
-
-
-def stage_weights(
-    method: str,
-    version: int,
-    weights: dict[str, torch.Tensor],
-    *,
-    copy: bool = True,
-    run_dir: Path | None = None,
-    probes: list | None = None,
-    probe_scores: list[torch.Tensor] | None = None,
-) -> WeightUpdate:
-    """Put ``weights`` where the explorer can load them: in memory, or a file under the run directory."""
-    if method == "checkpoint":
-        if run_dir is None:
-            raise ValueError("checkpoint sync needs a run directory")
-        directory = Path(run_dir) / "sync"
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"weights_v{version}.safetensors"
-        tmp = path.with_suffix(".tmp")
-        save_file({k: v.contiguous() for k, v in _dedup(weights).items()}, str(tmp))
-        tmp.rename(path)
-        return WeightUpdate(version=version, path=str(path), probes=probes, probe_scores=probe_scores)
-    # The trainer keeps updating its tensors in place; hand over a snapshot when it runs on.
-    snapshot = {k: v.detach().clone() for k, v in weights.items()} if copy else weights
-    return WeightUpdate(version=version, weights=snapshot, probes=probes, probe_scores=probe_scores)
-
-
-def sync_weights_dir(run_dir: Path, version: int) -> Path:
-    """Where a trainer that writes its weights bucket by bucket puts ``version`` for the checkpoint transport."""
-    return Path(run_dir) / "sync" / f"weights_v{version}"
-
-
-def _dedup(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """safetensors refuses shared storage (tied embeddings): store each tensor once by clone."""
-    seen: dict[int, str] = {}
-    out = {}
-    for name, tensor in weights.items():
-        key = tensor.data_ptr()
-        out[name] = tensor.clone() if key in seen else tensor
-        seen.setdefault(key, name)
-    return out

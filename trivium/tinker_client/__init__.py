@@ -9,6 +9,7 @@ service returns (the SDK's custom-loss path). The package:
 * ``datums``: experiences as the service's ``Datum``s, and its logprobs back on trivium's
   response grid;
 * ``engine``: the ``tinker`` rollout engine, sampling through the service's sampling client;
+* ``engine_factory``: the ``tinker`` engine type, registered in trivium's engine registry;
 * ``trainer``: the trainer that sends forward/backward and optimizer steps to the service,
   publishes weights for the sampler and keeps its checkpoints' service paths.
 """

@@ -27,8 +27,8 @@ import torch
 
 from trivium.core.batch import ExperienceBatch
 from trivium.core.experience import Experience
+from trivium.core.metric_names import UPDATE_SKIPPED
 from trivium.errors import UserError
-from trivium.monitor.metric_names import UPDATE_SKIPPED
 from trivium.tinker_client import checkpoints
 from trivium.tinker_client.connection import call, service_client, submit, wait
 from trivium.tinker_client.datums import experience_datums, response_grid
@@ -231,7 +231,7 @@ class TinkerTrainer:
         return current.detach() if self.settings.ppo_epochs == 1 else first_pass
 
     def _check_advantages(self, experiences: list[Experience], batch: ExperienceBatch) -> None:
-        if self.settings.loss.advantage_fn == "none":
+        if self.settings.loss.advantage_fn is None:
             batch.advantages = torch.zeros_like(batch.response_mask)
             return
         missing = sum(e.advantages is None for e in experiences)

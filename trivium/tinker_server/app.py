@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -186,10 +187,16 @@ def register_session_routes(app: FastAPI, state: TinkerState) -> None:
 
 def register_training_routes(app: FastAPI, state: TinkerState) -> None:
     """The training model: create it, describe it, train it, save and load its weights."""
-
-    @app.post("/api/v1/create_model")
-    async def create_model(request: Request):
-        return future(state.create_model(await json_body(request)))
+    # The calls whose JSON body starts a job and whose answer is the job's future.
+    json_jobs = {
+        "create_model": state.create_model,
+        "optim_step": state.optim_step,
+        "save_weights": state.save_weights,
+        "load_weights": state.load_weights,
+        "save_weights_for_sampler": state.save_weights_for_sampler,
+    }
+    for name, start_job in json_jobs.items():
+        app.add_api_route(f"/api/v1/{name}", _json_job_endpoint(start_job), methods=["POST"], name=name)
 
     @app.post("/api/v1/get_info")
     async def get_info(request: Request):
@@ -204,21 +211,12 @@ def register_training_routes(app: FastAPI, state: TinkerState) -> None:
         call = wire.parse_forward_backward(await request.body())
         return future(state.forward_backward(call), model_id=call.model_id)
 
-    @app.post("/api/v1/optim_step")
-    async def optim_step(request: Request):
-        return future(state.optim_step(await json_body(request)))
 
-    @app.post("/api/v1/save_weights")
-    async def save_weights(request: Request):
-        return future(state.save_weights(await json_body(request)))
+def _json_job_endpoint(start_job: Callable[[dict], str]) -> Callable[[Request], Awaitable[dict]]:
+    async def endpoint(request: Request):  # no return annotation: FastAPI would read it as a response model
+        return future(start_job(await json_body(request)))
 
-    @app.post("/api/v1/load_weights")
-    async def load_weights(request: Request):
-        return future(state.load_weights(await json_body(request)))
-
-    @app.post("/api/v1/save_weights_for_sampler")
-    async def save_weights_for_sampler(request: Request):
-        return future(state.save_weights_for_sampler(await json_body(request)))
+    return endpoint
 
 
 def register_sampling_routes(app: FastAPI, state: TinkerState) -> None:

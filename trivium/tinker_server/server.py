@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +11,7 @@ from trivium.errors import UserError
 from trivium.models.model_dir import check_model_dir
 from trivium.models.server import check_port_free, free_port
 from trivium.models.server_guard import exposure_warning
+from trivium.models.server_transport import app_in_thread
 from trivium.tinker_server.app import create_app
 from trivium.tinker_server.state import ServerOptions, TinkerState
 
@@ -77,21 +76,10 @@ def serve_in_thread(
     startup_timeout: float = 30.0,
 ) -> Iterator[str]:
     """Serve from a background thread for the ``with`` block; yields the base URL for ``ServiceClient``."""
-    import uvicorn
-
     port = port or free_port(host)
     app = create_app(state, api_key=api_key, max_request_bytes=max_request_bytes)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, name="tinker-server", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + startup_timeout
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"the Tinker server did not start on {host}:{port}")
-        time.sleep(0.02)
     try:
-        yield f"http://{host}:{port}"
+        with app_in_thread(app, host=host, port=port, what="Tinker server", startup_timeout=startup_timeout):
+            yield f"http://{host}:{port}"
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
         state.jobs.stop()

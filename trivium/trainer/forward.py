@@ -15,12 +15,16 @@ language-model head only at the positions that predict a response token.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
 from trivium.algorithm.entropy import entropy_from_logits, expected_entropy_signal_from_logits
 from trivium.algorithm.logprobs import logprobs_from_logits
 from trivium.core.batch import ExperienceBatch
+from trivium.core.experience import Experience
 from trivium.models.kv_cache import cache_keyword, output_cache
 from trivium.trainer.packing import pack, packs
 from trivium.trainer.token_head import TokenStatisticsHead, chunked_token_head
@@ -175,14 +179,21 @@ def whole_batch_logprobs(
     chunk_tokens: int | None = None,
 ) -> torch.Tensor:
     """Response logprobs (B, R) for ``batch``, computed micro-batch by micro-batch without grad."""
-    out = torch.zeros_like(batch.response_mask)
-    for rows in plan:
-        micro = batch.select(rows)
+
+    def logprobs_of(micro: ExperienceBatch) -> dict[str, torch.Tensor]:
         logprobs, _ = response_logprobs(
-            model, micro, share_prompts=share_prompts, pack_sequences=pack_sequences, chunk_tokens=chunk_tokens
+            model,
+            micro,
+            share_prompts=share_prompts,
+            pack_sequences=pack_sequences,
+            chunk_tokens=chunk_tokens,
         )
-        out[rows, : micro.response_length] = logprobs
-    return out
+        return {"logprobs": logprobs}
+
+    return _rows_by_micro_batch(batch, plan, ("logprobs",), logprobs_of)["logprobs"]
+
+
+ENTROPY_TERMS = ("logprobs", "entropy", "expected_entropy_signal")
 
 
 @torch.no_grad()
@@ -191,23 +202,54 @@ def whole_batch_entropy_terms(
     batch: ExperienceBatch,
     plan: list[list[int]],
     share_prompts: bool = True,
-    *,
-    pack_sequences: bool = False,
-    chunk_tokens: int | None = None,
+    **forward_options: Any,
 ) -> dict[str, torch.Tensor]:
     """What the entropy-aware advantages read, each (B, R): the current ``logprobs`` of the
     sampled tokens, the ``entropy`` and the ``expected_entropy_signal`` of each position.
 
     The expected entropy signal needs each position's whole distribution, so this pass is not
-    chunked (``chunk_tokens`` is accepted for a uniform call); it runs without gradients, one
-    micro-batch at a time."""
-    out = {name: torch.zeros_like(batch.response_mask) for name in ("logprobs", "entropy", "expected_entropy_signal")}
-    for rows in plan:
-        micro = batch.select(rows)
+    chunked: of the trainer's ``forward_options`` it reads ``pack_sequences`` only. It runs
+    without gradients, one micro-batch at a time."""
+    pack_sequences = bool(forward_options.get("pack_sequences", False))
+
+    def terms_of(micro: ExperienceBatch) -> dict[str, torch.Tensor]:
         logits = response_logits(model, micro, share_prompts, pack_sequences=pack_sequences).float()
         labels = micro.input_ids[:, micro.prompt_length :]
-        R = micro.response_length
-        out["logprobs"][rows, :R] = logprobs_from_logits(logits, labels)
-        out["entropy"][rows, :R] = entropy_from_logits(logits)
-        out["expected_entropy_signal"][rows, :R] = expected_entropy_signal_from_logits(logits)
+        return {
+            "logprobs": logprobs_from_logits(logits, labels),
+            "entropy": entropy_from_logits(logits),
+            "expected_entropy_signal": expected_entropy_signal_from_logits(logits),
+        }
+
+    return _rows_by_micro_batch(batch, plan, ENTROPY_TERMS, terms_of)
+
+
+def _rows_by_micro_batch(
+    batch: ExperienceBatch,
+    plan: list[list[int]],
+    names: tuple[str, ...],
+    compute: Callable[[ExperienceBatch], dict[str, torch.Tensor]],
+) -> dict[str, torch.Tensor]:
+    """The (B, R) tensors ``names``, zero where no micro-batch of ``plan`` fills them;
+    ``compute`` gives each micro-batch its (rows, R_micro) values by name."""
+    out = {name: torch.zeros_like(batch.response_mask) for name in names}
+    for rows in plan:
+        micro = batch.select(rows)
+        values = compute(micro)
+        for name in names:
+            out[name][rows, : micro.response_length] = values[name]
     return out
+
+
+@torch.no_grad()
+def trainer_logprobs(model: torch.nn.Module, probes: list[Experience], pad_token_id: int = 0) -> list[torch.Tensor]:
+    """Each probe's response logprobs (response_length,) under ``model`` in eval mode: the
+    trainer's side of the weight-sync self-check (``trivium.sync.self_check``)."""
+    batch = ExperienceBatch.from_experiences(probes, pad_token_id)
+    training = model.training
+    model.eval()  # as the engine scores: no dropout (LoRA's, or the model's own)
+    try:
+        logprobs, _ = response_logprobs(model, batch)
+    finally:
+        model.train(training)
+    return [logprobs[i, : exp.response_length].clone() for i, exp in enumerate(probes)]

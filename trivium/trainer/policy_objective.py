@@ -56,11 +56,11 @@ class PolicyObjective:
     @property
     def wants_entropy(self) -> bool:
         """The full-vocabulary entropy costs a pass over the logits: only when it has a weight."""
-        return self.settings.entropy_loss_fn != "none" and self.settings.entropy_coef != 0
+        return self.settings.entropy_loss_fn is not None and self.settings.entropy_coef != 0
 
     def uses_kl_loss(self, ref_logprobs: torch.Tensor | None) -> bool:
         return (
-            ref_logprobs is not None and self.settings.kl_loss_fn != "none" and self.settings.kl_loss_coef > 0
+            ref_logprobs is not None and self.settings.kl_loss_fn is not None and self.settings.kl_loss_coef > 0
         )
 
     def terms(

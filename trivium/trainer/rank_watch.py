@@ -34,7 +34,7 @@ import torch.distributed as dist
 from trivium.errors import ComponentDied, SyncTimeout, UserError
 
 if TYPE_CHECKING:
-    from trivium.trainer.rank_group import RankLauncher, Rendezvous
+    from trivium.trainer.rank_launcher import RankLauncher, Rendezvous
 
 logger = logging.getLogger(__name__)  # under trivium.trainer: it reaches log/trainer.log
 

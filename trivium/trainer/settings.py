@@ -8,19 +8,20 @@ from typing import Any
 
 @dataclass
 class LossSettings:
+    # A function left out (the config's ``none``, or null) is None here.
     policy_loss_fn: str = "ppo"
     policy_loss_fn_args: dict[str, Any] = field(default_factory=dict)
-    advantage_fn: str = "grpo"
+    advantage_fn: str | None = "grpo"  # None: the experiences carry their advantages (or need none)
     advantage_fn_args: dict[str, Any] = field(default_factory=dict)
-    kl_penalty_fn: str = "none"
+    kl_penalty_fn: str | None = None
     kl_penalty_coef: float = 0.0
     # The adaptive controller of the penalty's coefficient (kl_penalty_fn_args.adaptive).
     kl_penalty_adaptive: bool = False
     kl_penalty_target: float | None = None
     kl_penalty_horizon: float | None = None
-    kl_loss_fn: str = "none"
+    kl_loss_fn: str | None = None
     kl_loss_coef: float = 0.0
-    entropy_loss_fn: str = "none"
+    entropy_loss_fn: str | None = None
     entropy_coef: float = 0.0
     loss_agg_mode: str = "token-mean"
 
@@ -28,8 +29,8 @@ class LossSettings:
     def needs_reference(self) -> bool:
         from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, needs_reference_logprobs
 
-        uses_kl = (self.kl_loss_fn != "none" and self.kl_loss_coef > 0) or (
-            self.kl_penalty_fn != "none" and self.kl_penalty_coef > 0
+        uses_kl = (self.kl_loss_fn is not None and self.kl_loss_coef > 0) or (
+            self.kl_penalty_fn is not None and self.kl_penalty_coef > 0
         )
         return uses_kl or needs_reference_logprobs(POLICY_LOSS_FNS.get(self.policy_loss_fn))
 
@@ -114,8 +115,8 @@ class TrainerSettings:
     # (trainer/rank_group.py starts the other ranks).
     data_parallel_size: int = 1
     # fsdp2 (trainer_strategy fsdp or fsdp2): shards over the ranks; ddp: whole models on every
-    # rank, gradients all-reduced; none: one rank only.
-    strategy: str = "fsdp2"
+    # rank, gradients all-reduced; None (trainer_strategy none): one rank only.
+    strategy: str | None = "fsdp2"
     # FSDP2's CPUOffloadPolicy: parameter and gradient shards (so the optimizer step) in CPU memory.
     param_offload: bool = False
     # Seconds a rank waits in one collective, and a rank may go without a heartbeat before rank 0

@@ -30,7 +30,8 @@ from typing import Any
 import torch.distributed as dist
 
 from trivium.errors import UserError
-from trivium.trainer.rank_group import RankLauncher, Rendezvous, follower_main
+from trivium.trainer.rank_group import follower_main
+from trivium.trainer.rank_launcher import RankLauncher, Rendezvous
 
 logger = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, pairs_rows
 from trivium.algorithm.value_loss import clipped_value_loss
 from trivium.core.batch import ExperienceBatch
 from trivium.core.experience import Experience, episode_index
-from trivium.monitor.metric_names import CRITIC_UPDATE_SKIPPED, UPDATE_SKIPPED
+from trivium.core.metric_names import CRITIC_UPDATE_SKIPPED, UPDATE_SKIPPED
 from trivium.registry import load_plugin_dir, loaded_plugin_dirs
 from trivium.trainer import lora
 from trivium.trainer.data_parallel import DataParallel
@@ -236,13 +236,13 @@ class Trainer(WeightSource, TrainerCheckpoints):
         """Fill ``batch.advantages``/``returns`` unless the explorer already did (group-based)."""
         loss = self.settings.loss
         metrics: dict[str, float] = {}
-        if loss.advantage_fn == "none" or all(e.advantages is not None for e in experiences):
+        if loss.advantage_fn is None or all(e.advantages is not None for e in experiences):
             return metrics
         token_rewards = torch.zeros_like(batch.response_mask)
         lengths = batch.attention_mask[:, batch.prompt_length :].sum(dim=1)
         rows = torch.arange(batch.batch_size, device=self.device)
         token_rewards[rows, (lengths - 1).clamp(min=0)] = batch.rewards
-        if ref_logprobs is not None and loss.kl_penalty_fn != "none" and loss.kl_penalty_coef > 0:
+        if ref_logprobs is not None and loss.kl_penalty_fn is not None and loss.kl_penalty_coef > 0:
             current = self.batch_logprobs(self.actor, batch, self.plan(batch))
             kl = KL_FNS.get(loss.kl_penalty_fn)(current, ref_logprobs)
             token_rewards, kl_metrics = apply_kl_penalty(token_rewards, kl, batch.response_mask, self.kl_penalty_coef)

@@ -121,6 +121,6 @@ class WeightSource:
     @on_every_rank
     def probe_logprobs(self, probes: list[Experience]) -> list[torch.Tensor]:
         """Response logprobs of a few experiences, as the self-check of a weight sync compares them."""
-        from trivium.sync.self_check import trainer_logprobs
+        from trivium.trainer.forward import trainer_logprobs
 
         return trainer_logprobs(self.actor, probes, self.pad_token_id)

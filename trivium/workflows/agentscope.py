@@ -4,8 +4,8 @@ each says that it needs the ``agentscope`` package.
 These workflows run an AgentScope agent (ReAct over tools, web search, an e-mail inbox)
 against trivium's OpenAI-compatible endpoint. trivium does not ship those agents: without
 the package, planning a run reports it (``missing_package_message``); with it installed,
-starting one raises NotImplementedError, since the bridge to AgentScope is not built. Write
-the agent loop as a plugin workflow (``docs/agents.md``) to train such an agent.
+planning reports that the bridge to AgentScope is not built (``unsupported``). Write the
+agent loop as a plugin workflow (``docs/agents.md``) to train such an agent.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from trivium.errors import UserError
+from trivium.registry import missing_package_message
 from trivium.workflows.base import Workflow
-from trivium.workflows.environments import missing_package_message
 from trivium.workflows.registry import WORKFLOWS
 
 
@@ -23,14 +23,13 @@ class AgentScopeWorkflow(Workflow):
     required_package = "agentscope"
     install_hint = "pip install agentscope"
 
+    unsupported = (
+        "the AgentScope agents are not built in trivium; write the agent loop as a plugin workflow "
+        "(--plugin-dir) that calls the model's OpenAI-compatible client"
+    )
+
     def __init__(self, **kwargs: Any) -> None:
-        missing = missing_package_message(type(self))
-        if missing:
-            raise UserError(missing)
-        raise NotImplementedError(
-            f"{type(self).__name__}: the AgentScope agents are not built in trivium; write the agent loop "
-            "as a plugin workflow (--plugin-dir) that calls the model's OpenAI-compatible client"
-        )
+        raise UserError(missing_package_message(type(self)) or f"{type(self).__name__}: {self.unsupported}")
 
 
 def _agentscope(name: str, class_name: str, hint: str) -> type:

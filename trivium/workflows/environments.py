@@ -2,17 +2,17 @@
 ScienceWorld) or read images: their names resolve, and each says what it needs.
 
 Each class names the Python package its environment comes from (``required_package``); the
-configuration rules report a missing package when a run is planned, and the workflow
-repeats the message if it is built anyway. The environment loops themselves are not built:
-with the package installed, starting one raises NotImplementedError saying so.
+configuration rules report a missing package when a run is planned. The environment loops
+themselves are not built: with the package installed, planning reports that instead
+(``unsupported``). A workflow built anyway raises the same message.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 from trivium.errors import UserError
+from trivium.registry import missing_package_message
 from trivium.workflows.base import Workflow
 from trivium.workflows.registry import WORKFLOWS
 
@@ -21,34 +21,25 @@ class EnvironmentWorkflow(Workflow):
     environment: str = ""
     required_package: str = ""
     install_hint: str = ""
+    unsupported: str = ""
 
     def __init__(self, **kwargs: Any) -> None:
-        missing = missing_package_message(type(self))
-        if missing:
-            raise UserError(missing)
-        raise NotImplementedError(
-            f"the {self.environment} environment loop is not built in trivium; use a plugin workflow "
-            "(--plugin-dir) that drives the environment"
-        )
-
-
-def missing_package_message(workflow_class: type) -> str | None:
-    """Why ``workflow_class`` cannot start here, or None when its package is importable."""
-    package = getattr(workflow_class, "required_package", "")
-    if not package or importlib.util.find_spec(package) is not None:
-        return None
-    what = getattr(workflow_class, "__name__", str(workflow_class))
-    return (
-        f"{what} uses {workflow_class.environment}, which needs the Python package '{package}': "
-        f"{workflow_class.install_hint}"
-    )
+        raise UserError(missing_package_message(type(self)) or self.unsupported)
 
 
 def _environment(name: str, environment: str, package: str, hint: str) -> type:
     cls = type(
         f"{name.title().replace('_', '')}",
         (EnvironmentWorkflow,),
-        {"environment": environment, "required_package": package, "install_hint": hint},
+        {
+            "environment": environment,
+            "required_package": package,
+            "install_hint": hint,
+            "unsupported": (
+                f"the {environment} environment loop is not built in trivium; use a plugin workflow "
+                "(--plugin-dir) that drives the environment"
+            ),
+        },
     )
     WORKFLOWS.register(name, cls)
     return cls

@@ -1,7 +1,7 @@
 """The ``frozen_lake`` workflow: walk a text grid world to the goal, one move per turn.
 
 The task row's ``map`` column (override with ``workflow_args.map_key``) holds the lake (see
-``trivium.workflows.envs.frozen_lake``). Each turn the model sees the map with ``P`` where it
+``trivium.envs.frozen_lake``). Each turn the model sees the map with ``P`` where it
 stands and answers ``U``, ``D``, ``L`` or ``R``. Reward 1 for reaching the goal, 0 for a
 hole, an unreadable reply or running out of ``max_env_steps`` (default 6). Metrics:
 ``accuracy`` (success), ``invalid_moves``.
@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from trivium.envs.frozen_lake import FrozenLake
 from trivium.errors import UserError
-from trivium.workflows.envs.frozen_lake import FrozenLake
 from trivium.workflows.multi_turn import EnvStep, MultiTurnEnvWorkflow, StepWiseRewardWorkflow
 from trivium.workflows.prompting import system_prompt_for, with_system_prompt
 from trivium.workflows.registry import register_builtin
@@ -23,7 +23,7 @@ class FrozenLakeGame:
     """The environment half shared by the episode-level and step-wise workflows."""
 
     default_max_env_steps = 6
-    game_arg_names = ("map_key",)
+    episode_arg_names = ("map_key",)
 
     def reset(self) -> list[dict]:
         key = self.workflow_args.get("map_key", "map")
@@ -58,9 +58,9 @@ class FrozenLakeGame:
 
 @register_builtin("frozen_lake")
 class FrozenLakeWorkflow(FrozenLakeGame, MultiTurnEnvWorkflow):
-    workflow_arg_names = MultiTurnEnvWorkflow.workflow_arg_names + FrozenLakeGame.game_arg_names
+    """One experience per episode."""
 
 
 @register_builtin("frozen_lake_step_wise")
 class FrozenLakeStepWiseWorkflow(FrozenLakeGame, StepWiseRewardWorkflow):
-    workflow_arg_names = StepWiseRewardWorkflow.workflow_arg_names + FrozenLakeGame.game_arg_names
+    """One experience per model turn."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trivium.envs.guessing import GuessingGame
 from trivium.errors import UserError
-from trivium.workflows.envs.guessing import GuessingGame
 from trivium.workflows.multi_turn import EnvStep, MultiTurnEnvWorkflow
 from trivium.workflows.prompting import system_prompt_for, with_system_prompt
 from trivium.workflows.registry import register_builtin

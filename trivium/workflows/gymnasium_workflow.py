@@ -3,7 +3,7 @@
 A task names the environment (``env_id``), its ``gymnasium.make`` keyword arguments
 (``env_kwargs``) and the reset ``seed``, as row columns or as ``workflow_args``; a row's
 column wins, and ``env_kwargs`` merge key by key (the row's keys win), so ``workflow_args``
-hold a taskset's defaults. Each turn the adapter of ``trivium.workflows.envs.gymnasium_text``
+hold a taskset's defaults. Each turn the adapter of ``trivium.envs.gymnasium_text``
 renders the state as the user message and reads the reply as an action; ``env.step`` runs
 it. The multi-turn loop makes the episode one token sequence.
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trivium.envs.gymnasium_text import adapter_for, make_env, read_env_kwargs
 from trivium.errors import UserError
-from trivium.workflows.envs.gymnasium_text import adapter_for, make_env, read_env_kwargs
 from trivium.workflows.multi_turn import EnvStep, MultiTurnEnvWorkflow, StepWiseRewardWorkflow
 from trivium.workflows.prompting import system_prompt_for, with_system_prompt
 from trivium.workflows.registry import register_builtin
@@ -33,7 +33,7 @@ POLICY_KEYS = ("invalid_reply_reward",)
 class GymnasiumGame:
     """The environment half shared by the episode-level and step-wise workflows."""
 
-    game_arg_names = EPISODE_KEYS + POLICY_KEYS
+    episode_arg_names = EPISODE_KEYS + POLICY_KEYS
     # Read by the configuration rules: a run is refused before it starts when this is missing.
     environment = "gymnasium"
     required_package = "gymnasium"
@@ -110,9 +110,9 @@ def episode_spec(
 
 @register_builtin("gymnasium")
 class GymnasiumWorkflow(GymnasiumGame, MultiTurnEnvWorkflow):
-    workflow_arg_names = MultiTurnEnvWorkflow.workflow_arg_names + GymnasiumGame.game_arg_names
+    """One experience per episode."""
 
 
 @register_builtin("gymnasium_step_wise")
 class GymnasiumStepWiseWorkflow(GymnasiumGame, StepWiseRewardWorkflow):
-    workflow_arg_names = StepWiseRewardWorkflow.workflow_arg_names + GymnasiumGame.game_arg_names
+    """One experience per model turn."""

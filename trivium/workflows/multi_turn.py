@@ -42,7 +42,13 @@ class EnvStep:
 class MultiTurnEnvWorkflow(Workflow):
     can_repeat = False  # one episode per workflow; repeats run as concurrent episodes
     workflow_arg_names = ("max_env_steps", "system_prompt")
+    episode_arg_names: tuple[str, ...] = ()  # the workflow_args a game half reads (a mixin's own)
     default_max_env_steps = 10
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A workflow made of a game half and this loop accepts both halves' arguments.
+        cls.workflow_arg_names = tuple(dict.fromkeys(cls.workflow_arg_names + cls.episode_arg_names))
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -4,11 +4,13 @@
 adds a system prompt, chosen by this precedence (first one set wins):
 ``format.system_prompt_key`` column, ``format.system_prompt``, ``workflow_args.system_prompt``,
 the workflow's default. ``prompt_type: messages`` reads a ready message list from the
-``messages_key`` column and uses it unchanged.
+``messages_key`` column and uses it unchanged. The tools a chat offers come from the
+row's ``tools`` column (``workflow_args.tools_key`` renames it).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from trivium.core.task import Task
@@ -75,3 +77,18 @@ def with_system_prompt(system_prompt: str | None, user_text: str) -> list[dict]:
 def ground_truth_of(task: Task) -> Any:
     """The ``response_key`` column (default ``answer``); None when the row has none."""
     return column_value(task, "response_key", DEFAULT_ANSWER_COLUMN, required=False)
+
+
+def tools_of(task: Task, workflow_args: dict[str, Any], workflow: str) -> list[dict]:
+    """The row's tools (OpenAI format), from the ``tools_key`` column (default ``tools``), parsed
+    when stored as JSON text; ``workflow`` names the workflow in the error when there are none."""
+    key = workflow_args.get("tools_key", "tools")
+    tools = task.raw.get(key)
+    if isinstance(tools, str):
+        tools = json.loads(tools)
+    if not isinstance(tools, list) or not tools:
+        raise UserError(
+            f"{workflow} task {task.index} of taskset '{task.taskset_name}' needs a '{key}' column "
+            "with a list of tools (OpenAI format); set workflow_args.tools_key to rename it."
+        )
+    return tools

@@ -20,87 +20,26 @@ or a full context: the game neither won nor lost, and no invalid move).
 
 from __future__ import annotations
 
-import re
-import threading
-import warnings
-from contextlib import contextmanager
-from typing import Any
-
+from trivium.envs.textworld_game import (
+    clean_feedback,
+    first_observation,
+    game_call,
+    read_command,
+    start_game,
+    with_commands,
+)
 from trivium.errors import UserError
 from trivium.workflows.multi_turn import EnvStep, MultiTurnEnvWorkflow, StepWiseRewardWorkflow
 from trivium.workflows.prompting import system_prompt_for, with_system_prompt
 from trivium.workflows.registry import register_builtin
 
 GAME_COLUMN = "game_file"
-ANSWER_HINT = "Reply with the number of one command."
-SPACES = re.compile(r"\s+")
-BLANK_LINES = re.compile(r"\n{3,}")
-# textworld's loader and logic engine share parser state between games, and the runners play
-# in threads: every call into a game holds this lock (each call takes milliseconds).
-GAME_LOCK = threading.Lock()
-
-
-@contextmanager
-def game_call():
-    """Hold the game lock and silence the z-machine interpreter's "unsupported game" warning:
-    its own action finder does not know TextWorld's games, whose admissible commands come from
-    the game's logic instead."""
-    with GAME_LOCK, warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Unable to find valid actions")
-        yield
-
-
-def start_game(game_file: str, with_walkthrough: bool = False) -> tuple[Any, Any]:
-    """``(env, first game state)`` of a compiled game, asking for what the workflow shows."""
-    import textworld  # here: validating a config imports this module and must not load textworld
-
-    infos = textworld.EnvInfos(
-        admissible_commands=True,
-        objective=True,
-        description=True,
-        won=True,
-        lost=True,
-        policy_commands=with_walkthrough,
-    )
-    with game_call():
-        env = textworld.start(game_file, request_infos=infos)
-        return env, env.reset()
-
-
-def clean_feedback(text: str) -> str:
-    """The game's answer without the prompt line and status bar that follow it, and without runs
-    of blank lines."""
-    return BLANK_LINES.sub("\n\n", text.split("\n>", 1)[0].strip())
-
-
-def with_commands(text: str, commands: list[str]) -> str:
-    """``text``, then the numbered commands and how to answer: the end of every observation."""
-    listed = "\n".join(f"{number}. {command}" for number, command in enumerate(commands, 1))
-    return f"{text}\nCommands:\n{listed}\n{ANSWER_HINT}"
-
-
-def first_observation(state: Any) -> str:
-    """What the model sees first: objective, room, numbered commands, how to answer."""
-    return with_commands(
-        f"{state.objective.strip()}\n{clean_feedback(state.description)}", state.admissible_commands
-    )
-
-
-def read_command(reply: str, commands: list[str]) -> str | None:
-    """The listed command a reply names (by its number or its text), or None."""
-    said = SPACES.sub(" ", reply).strip().rstrip(".").lower()
-    if said.isdigit():
-        number = int(said)
-        return commands[number - 1] if 1 <= number <= len(commands) else None
-    by_text = {SPACES.sub(" ", command).strip().lower(): command for command in commands}
-    return by_text.get(said)
 
 
 class TextWorldGame:
     """The environment half shared by the episode-level and step-wise workflows."""
 
     default_max_env_steps = 4
-    game_arg_names = ()
     # Read by the configuration rules: a run is refused before it starts when this is missing.
     environment = "TextWorld"
     required_package = "textworld"
@@ -156,9 +95,9 @@ class TextWorldGame:
 
 @register_builtin("textworld")
 class TextWorldWorkflow(TextWorldGame, MultiTurnEnvWorkflow):
-    workflow_arg_names = MultiTurnEnvWorkflow.workflow_arg_names + TextWorldGame.game_arg_names
+    """One experience per episode."""
 
 
 @register_builtin("textworld_step_wise")
 class TextWorldStepWiseWorkflow(TextWorldGame, StepWiseRewardWorkflow):
-    workflow_arg_names = StepWiseRewardWorkflow.workflow_arg_names + TextWorldGame.game_arg_names
+    """One experience per model turn."""

@@ -16,14 +16,13 @@ model turn instead (see ``multi_turn.StepWiseRewardWorkflow``).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from trivium.core.experience import Experience
+from trivium.envs.calculator import call_calculator
 from trivium.errors import UserError
-from trivium.workflows.envs.calculator import call_calculator
 from trivium.workflows.multi_turn import EnvStep, MultiTurnEnvWorkflow, StepWiseRewardWorkflow
-from trivium.workflows.prompting import build_messages, ground_truth_of
+from trivium.workflows.prompting import build_messages, ground_truth_of, tools_of
 from trivium.workflows.registry import register_builtin
 
 
@@ -51,16 +50,7 @@ class CalculatorEpisode:
         return build_messages(self.task, self.workflow_args)
 
     def tools(self) -> list[dict]:
-        key = self.workflow_args.get("tools_key", "tools")
-        tools = self.task.raw.get(key)
-        if isinstance(tools, str):
-            tools = json.loads(tools)
-        if not isinstance(tools, list) or not tools:
-            raise UserError(
-                f"tool_arithmetic task {self.task.index} of taskset '{self.task.taskset_name}' needs a '{key}' "
-                "column with a list of tools (OpenAI format); set workflow_args.tools_key to rename it."
-            )
-        return tools
+        return tools_of(self.task, self.workflow_args, "tool_arithmetic")
 
     def answer_turn(self, reply: dict) -> tuple[EnvStep, list[dict]]:
         """What one model turn did, and the tool messages that answer its calls (none: it answered)."""
@@ -109,9 +99,9 @@ class CalculatorEpisode:
 
 @register_builtin("tool_arithmetic")
 class ToolArithmeticWorkflow(CalculatorEpisode, MultiTurnEnvWorkflow):
-    workflow_arg_names = MultiTurnEnvWorkflow.workflow_arg_names + CalculatorEpisode.episode_arg_names
+    """One experience per episode."""
 
 
 @register_builtin("tool_arithmetic_step_wise")
 class ToolArithmeticStepWiseWorkflow(CalculatorEpisode, StepWiseRewardWorkflow):
-    workflow_arg_names = StepWiseRewardWorkflow.workflow_arg_names + CalculatorEpisode.episode_arg_names
+    """One experience per model turn."""

@@ -9,11 +9,10 @@ template; the reply's calls are read with ``workflow_args.tool_call_parser`` (``
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from trivium.core.experience import Experience
-from trivium.errors import UserError
+from trivium.workflows.prompting import tools_of
 from trivium.workflows.registry import register_builtin
 from trivium.workflows.simple_workflow import SimpleWorkflow
 
@@ -24,17 +23,7 @@ class ToolCallWorkflow(SimpleWorkflow):
     default_reward_fn = "tool_call_reward"
 
     def tools(self) -> list[dict]:
-        key = self.workflow_args.get("tools_key", "tools")
-        tools = self.task.raw.get(key)
-        if isinstance(tools, str):
-            tools = json.loads(tools)
-        if not isinstance(tools, list) or not tools:
-            raise UserError(
-                f"toolcall task {self.task.index} of taskset '{self.task.taskset_name}' "
-                f"needs a '{key}' column "
-                "with a list of tools (OpenAI format); set workflow_args.tools_key to rename it."
-            )
-        return tools
+        return tools_of(self.task, self.workflow_args, "toolcall")
 
     def run(self) -> list[Experience]:
         messages = self.build_messages()

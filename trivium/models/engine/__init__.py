@@ -1,7 +1,7 @@
 """Inference engines behind one interface, and the factory that builds them by name.
 
 ``create_engine("hf" | "vllm" | "external" | "tinker", ...)``; a dotted path ``pkg.module:Factory``
-selects a plugin engine. Backends with optional dependencies are imported only when chosen.
+selects a plugin engine. ``tinker`` registers from ``trivium.tinker_client.engine_factory``. Backends with optional dependencies are imported only when chosen.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from trivium.errors import UserError
 from trivium.models.engine.base import GenerationOutput, InferenceEngine, SamplingParams
 from trivium.registry import Registry, RegistryError
 
-ENGINES: Registry = Registry("engine type")
+# Engine types built on a higher package register themselves from it, imported on first lookup.
+ENGINES: Registry = Registry("engine type", builtin_modules=("trivium.tinker_client.engine_factory",))
 
 
 # vLLM options that only change speed or logging: engines without them run the same without.
@@ -19,7 +20,7 @@ VLLM_PERFORMANCE_OPTIONS = ("enable_prefix_caching", "enable_chunked_prefill", "
 VLLM_BEHAVIOUR_OPTIONS = ("ignore_eos",)
 
 
-def _without_vllm_options(engine_type: str, kwargs: dict) -> dict:
+def without_vllm_options(engine_type: str, kwargs: dict) -> dict:
     """Drops the performance options (``trivium plan`` lists them as unused) and refuses the others."""
     refused = [name for name in VLLM_BEHAVIOUR_OPTIONS if kwargs.get(name)]
     if refused:
@@ -37,7 +38,7 @@ def _create_hf(model_path: str | None, **kwargs) -> InferenceEngine:
         raise UserError("the hf engine needs model.model_path (a local Hugging Face model directory)")
     from trivium.models.engine.hf import HFEngine
 
-    return HFEngine.from_pretrained(model_path, **_without_vllm_options("hf", kwargs))
+    return HFEngine.from_pretrained(model_path, **without_vllm_options("hf", kwargs))
 
 
 # Trait: the hf engine applies LoRA adapters sent alone (it merges them into its layers).
@@ -55,24 +56,13 @@ def _create_vllm(model_path: str, **kwargs) -> InferenceEngine:
 def _create_external(model_path: str | None = None, **kwargs) -> InferenceEngine:
     from trivium.models.engine.external import ExternalEngine
 
-    kwargs = _without_vllm_options("external", kwargs)
+    kwargs = without_vllm_options("external", kwargs)
     kwargs.pop("trust_remote_code", None)  # the tokenizer is loaded without model code
     if kwargs.get("rope_scaling") or kwargs.get("rope_theta") is not None:
         raise UserError(
             "model.rope_scaling / rope_theta: an external engine serves its own model; set RoPE on its server"
         )
     return ExternalEngine(tokenizer_path=model_path, **kwargs)
-
-
-@ENGINES.register("tinker")
-def _create_tinker(model_path: str | None = None, **kwargs) -> InferenceEngine:
-    from trivium.tinker_client.engine import TinkerEngine
-
-    kwargs = _without_vllm_options("tinker", kwargs)
-    if kwargs.pop("rope_scaling", None) or kwargs.pop("rope_theta", None) is not None:
-        raise UserError("model.rope_scaling / rope_theta: a Tinker service serves its own model; remove them")
-    kwargs.pop("trust_remote_code", None)  # the tokenizer is loaded without model code
-    return TinkerEngine(model_path=model_path, **kwargs)
 
 
 def takes_lora_adapters(engine_type: str) -> bool:

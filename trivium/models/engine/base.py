@@ -100,6 +100,15 @@ class InferenceEngine(ABC):
     def compute_logprobs(self, sequences: list[list[int]], prompt_lengths: list[int]) -> list[torch.Tensor]:
         """For each sequence, the (len - prompt_length,) logprobs of its response tokens."""
 
+    @staticmethod
+    def check_scored_sequences(sequences: Sequence[Sequence[int]], prompt_lengths: Sequence[int]) -> None:
+        """``compute_logprobs``'s arguments: one prompt length per sequence, within the sequence."""
+        if len(sequences) != len(prompt_lengths):
+            raise ValueError(f"{len(sequences)} sequences but {len(prompt_lengths)} prompt lengths")
+        for index, (sequence, length) in enumerate(zip(sequences, prompt_lengths)):
+            if not 1 <= length <= len(sequence):
+                raise ValueError(f"sequence {index}: prompt_length {length} outside [1, {len(sequence)}]")
+
     def replay_logprobs(self, sequences: list[list[int]], prompt_lengths: list[int]) -> list[torch.Tensor]:
         """Engines with ``replays_samples``: for each sequence, the (len - prompt_length,)
         logprobs ``generate`` reports when it samples exactly that response, each token forced

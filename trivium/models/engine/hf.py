@@ -224,11 +224,7 @@ class HFEngine(InferenceEngine):
 
     def _check_scored_sequences(self, sequences: list[list[int]], prompt_lengths: list[int]) -> None:
         """Each sequence has its prompt length within it, and only ids of this vocabulary."""
-        if len(sequences) != len(prompt_lengths):
-            raise ValueError(f"{len(sequences)} sequences but {len(prompt_lengths)} prompt lengths")
-        for index, (seq, p) in enumerate(zip(sequences, prompt_lengths)):
-            if not 1 <= p <= len(seq):
-                raise ValueError(f"sequence {index}: prompt_length {p} outside [1, {len(seq)}]")
+        self.check_scored_sequences(sequences, prompt_lengths)
         self._check_token_range(sequences)
 
 

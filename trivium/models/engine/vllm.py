@@ -215,11 +215,8 @@ class VLLMEngine(InferenceEngine):
     # ---- scoring -------------------------------------------------------------------------
 
     def _check_sequences(self, sequences: list[list[int]], prompt_lengths: list[int]) -> None:
-        if len(sequences) != len(prompt_lengths):
-            raise ValueError(f"{len(sequences)} sequences but {len(prompt_lengths)} prompt lengths")
-        for index, (seq, p) in enumerate(zip(sequences, prompt_lengths)):
-            if not 1 <= p <= len(seq):
-                raise ValueError(f"sequence {index}: prompt_length {p} outside [1, {len(seq)}]")
+        self.check_scored_sequences(sequences, prompt_lengths)
+        for index, seq in enumerate(sequences):
             if len(seq) > self.max_model_len:
                 raise UserError(
                     f"sequence {index} has {len(seq)} tokens, more than max_model_len={self.max_model_len}"

@@ -174,7 +174,7 @@ def adapter_for(env_id: str) -> TextAdapter:
             return adapter()
     raise UserError(
         f"gymnasium environment {env_id!r} has no text adapter in trivium; supported: "
-        f"{', '.join(supported_env_ids())} (add one in trivium/workflows/envs/gymnasium_text.py)."
+        f"{', '.join(supported_env_ids())} (add one in trivium/envs/gymnasium_text.py)."
     )
 
 

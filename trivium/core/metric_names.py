@@ -1,4 +1,5 @@
-"""The names of the metrics that summaries and plots look for.
+"""The names of the metrics that summaries and plots look for, shared by the components
+that log them (trainer, explorer, runtime) and the monitor and Studio that read them.
 
 The explorer and the trainer may log any key they like; the keys below are the ones the
 summary, the plots and the console headline understand. ``docs/observability.md`` lists

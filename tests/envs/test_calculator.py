@@ -2,7 +2,7 @@
 
 import pytest
 
-from trivium.workflows.envs.calculator import CalculatorError, call_calculator, evaluate, format_value
+from trivium.envs.calculator import CalculatorError, call_calculator, evaluate, format_value
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from trivium.config.key_mapping import apply_mapping, load_mapping
+from trivium.config.mapping_expressions import ExpressionError, evaluate
 from trivium.errors import UserError
-from trivium.interop.expressions import ExpressionError, evaluate
-from trivium.interop.mapping import apply_mapping, load_mapping
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "interop"
 UPPER = {
@@ -20,7 +20,7 @@ UPPER = {
 
 
 def lookup(path: str):
-    from trivium.interop.dotted import get_path
+    from trivium.config.dotted_paths import get_path
 
     return get_path(UPPER, path)
 

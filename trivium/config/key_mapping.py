@@ -19,9 +19,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from trivium.config.dotted_paths import all_paths, get_path, set_path
+from trivium.config.key_paths import check_key_path
+from trivium.config.mapping_expressions import evaluate, is_expression
 from trivium.errors import UserError
-from trivium.interop.dotted import all_paths, get_path, set_path
-from trivium.interop.expressions import evaluate, is_expression
 
 _INDEX = re.compile(r"\[(\d+)\]")
 
@@ -97,10 +98,6 @@ def _source_value(upper: dict, key: str) -> Any:
 
 def _check_target(path: str, key: str) -> None:
     """Reject a target the trivium schema does not know, naming the closest valid key."""
-    try:
-        from trivium.config.load import check_key_path
-    except ImportError:  # schema not installed: the loader checks keys later anyway
-        return
     schema_path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", path)
     problem = check_key_path(schema_path)
     if problem:

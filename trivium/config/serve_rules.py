@@ -13,6 +13,7 @@ from trivium.algorithm.presets import PRESETS
 from trivium.config.errors import Problem, Suggestion
 from trivium.config.modes import MODE_TRAITS
 from trivium.config.schema import ExplorerConfig, TriviumConfig
+from trivium.config.storage_rules import check_trainer_reads_experiences
 
 
 def check_serve_mode(config: TriviumConfig, problems: list[Problem]) -> None:
@@ -25,12 +26,7 @@ def check_serve_mode(config: TriviumConfig, problems: list[Problem]) -> None:
             "cluster.placement",
             f"mode '{mode}' runs the engine, the trainer and the API in one process; set cluster.placement: process",
         ))
-    storage = config.buffer.trainer_input.experience_buffer
-    if storage.storage_type == "file":
-        problems.append(Problem(
-            "buffer.trainer_input.experience_buffer.storage_type",
-            f"'file' is for inspecting experiences in explore mode; mode '{mode}' needs 'queue' or 'sql'",
-        ))
+    check_trainer_reads_experiences(config.buffer.trainer_input.experience_buffer, mode, problems)
     preset = PRESETS.get(config.algorithm.algorithm_type)
     if preset is not None and not preset.learns_from_rollouts:
         problems.append(Problem(

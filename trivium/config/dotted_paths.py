@@ -1,4 +1,5 @@
-"""Dotted-path access to nested dicts and lists (``a.b.0.c``), shared by the importers."""
+"""Dotted-path access to nested dicts and lists (``a.b.0.c``), shared by key-mapping files and the
+veRL importer."""
 
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from trivium.algorithm.presets import PRESETS
+from trivium.algorithm.sample_strategies import SAMPLE_STRATEGIES
 from trivium.config.errors import Problem, Suggestion
 from trivium.config.modes import TRAINING_MODES, traits_of
 from trivium.config.schema import TriviumConfig
@@ -301,16 +302,19 @@ def _check_sample_strategy(config: TriviumConfig, problems: list[Problem]) -> No
     algorithm = config.algorithm
     strategy, args = algorithm.sample_strategy, algorithm.sample_strategy_args
     key = "algorithm.sample_strategy_args"
-    if strategy == "staleness_control":
-        _check_allowed_keys(key, args, ["max_staleness", "mode"], problems)
+    traits = SAMPLE_STRATEGIES.get(strategy)
+    if traits is None:
+        return  # an unknown name is the schema's choice check's to report
+    if traits.defaults:
+        _check_allowed_keys(key, args, list(traits.defaults), problems)
+    if traits.controls_staleness:
         _check_number(f"{key}.max_staleness", args.get("max_staleness"), problems, minimum=0, integer=True)
         mode = args.get("mode")
         if mode is not None and mode not in STALENESS_MODES:
             close = difflib.get_close_matches(str(mode), STALENESS_MODES, n=1)
             hint = f" Did you mean '{close[0]}'?" if close else ""
             problems.append(Problem(f"{key}.mode", f"invalid value {mode!r}; choose one of: drop, downweight.{hint}"))
-    elif strategy == "mix":
-        _check_allowed_keys(key, args, ["expert_data_ratio"], problems)
+    elif traits.mixes_expert_data:
         _check_number(f"{key}.expert_data_ratio", args.get("expert_data_ratio"), problems, minimum=0, below=1)
         if config.mode in TRAINING_MODES and not config.buffer.trainer_input.auxiliary_buffers:
             problems.append(Problem(
@@ -318,7 +322,7 @@ def _check_sample_strategy(config: TriviumConfig, problems: list[Problem]) -> No
                 "algorithm.sample_strategy 'mix' mixes expert rows into every batch: add the expert dataset "
                 "here (e.g. auxiliary_buffers.sft_dataset with storage_type: file and a path)",
             ))
-    elif args:
+    elif args and not traits.defaults:
         problems.append(Problem(
             key,
             f"sample_strategy '{strategy}' takes no arguments, got {', '.join(map(str, args))}; set "

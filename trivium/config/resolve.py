@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 
 from trivium.algorithm.presets import PRESETS
+from trivium.algorithm.sample_strategies import SAMPLE_STRATEGIES
 from trivium.config.errors import ConfigError, Problem, Suggestion
 from trivium.config.none_name import named
 from trivium.config.resolve_devices import (
@@ -195,15 +196,9 @@ def _fill_coefficients(algorithm) -> None:
             setattr(algorithm, args_name, {**getattr(algorithm, args_name), key: default})
 
 
-# The arguments a sample strategy reads, when the config leaves them out.
-SAMPLE_STRATEGY_DEFAULTS = {
-    "staleness_control": {"max_staleness": 1, "mode": "drop"},
-    "mix": {"expert_data_ratio": 0.25},
-}
-
-
 def _fill_sample_strategy_args(algorithm: AlgorithmConfig) -> None:
-    defaults = SAMPLE_STRATEGY_DEFAULTS.get(algorithm.sample_strategy)
+    """The arguments the sample strategy reads, where the config leaves them out."""
+    defaults = SAMPLE_STRATEGIES[algorithm.sample_strategy].defaults if algorithm.sample_strategy in SAMPLE_STRATEGIES else {}
     if defaults:
         algorithm.sample_strategy_args = {**defaults, **(algorithm.sample_strategy_args or {})}
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from trivium.algorithm.aggregation import LOSS_AGG_MODES as AGGREGATION_MODES
+from trivium.algorithm.sample_strategies import SAMPLE_STRATEGIES
 from trivium.core.storage_kinds import STORAGE_KIND_NAMES
 
 # Sentinel for keys a user must set (model.model_path). Kept as a value rather than
@@ -71,7 +72,7 @@ ALGORITHM_TYPES = [
 ALGORITHM_TYPES.append("multi_step_grpo")
 ALGORITHM_TYPES.extend(["dapo", "gigpo", "m2po", "cpt"])
 LR_SCHEDULERS = ["constant", "cosine"]
-SAMPLE_STRATEGIES = ["default", "staleness_control", "mix", "warmup"]
+SAMPLE_STRATEGY_NAMES = [*SAMPLE_STRATEGIES, "warmup"]  # warmup: the reference's spelling of default
 LOSS_AGG_MODES = list(AGGREGATION_MODES)
 DTYPES = ["float32", "bfloat16", "float16", "auto"]
 STORAGE_TYPES = STORAGE_KIND_NAMES  # file, queue, sql and any registered storage kind
@@ -127,7 +128,7 @@ class AlgorithmConfig:
     repeat_times: int = opt(1, "Rollouts per task (the group size for group-based algorithms).")
     optimizer: OptimizerConfig = section(OptimizerConfig, "Optimizer of the policy.")
     sample_strategy: Optional[str] = opt(
-        None, "How the trainer draws experiences from the buffer (preset default).", SAMPLE_STRATEGIES
+        None, "How the trainer draws experiences from the buffer (preset default).", SAMPLE_STRATEGY_NAMES
     )
     sample_strategy_args: Dict[str, Any] = opt(
         {}, "Arguments of the sample strategy: staleness_control takes max_staleness (integer >= 0) and mode "

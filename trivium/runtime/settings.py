@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trivium.algorithm.presets import PRESETS
+from trivium.algorithm.sample_strategies import sample_strategy
 from trivium.config.gpu_layout import GpuLayout, config_layout
 from trivium.config.modes import ModeTraits, traits_of
 from trivium.config.schema import PLACEMENTS, StorageConfig
@@ -119,7 +120,6 @@ def build_run_settings(config: Any) -> RunSettings:
     trainer_threads, engine_threads = split_cores() if concurrent_cpu else (None, None)
     algorithm = config.algorithm
     storage = config.buffer.trainer_input.experience_buffer
-    mixes = algorithm.sample_strategy == "mix"
     return RunSettings(
         mode=config.mode,
         traits=traits,
@@ -135,17 +135,7 @@ def build_run_settings(config: Any) -> RunSettings:
             max_checkpoints_to_keep=config.trainer.max_checkpoints_to_keep,
         ),
         sync=sync_settings(config),
-        placement=PlacementSettings(
-            name=placement_name(config.cluster),
-            uses_ray=bool(config.cluster.uses_ray),
-            ray_address=config.cluster.ray_address,
-            namespace=config.ray_namespace,
-            device_type=config.cluster.device_type,
-            compute_device=config.cluster.compute_device,
-            trainer_devices=int(config.cluster.trainer_devices),
-            explorer_devices=int(config.cluster.explorer_devices),
-            layout=config_layout(config),
-        ),
+        placement=placement_settings(config),
         monitor=MonitorSettings(
             project=config.project,
             name=config.name,
@@ -160,18 +150,39 @@ def build_run_settings(config: Any) -> RunSettings:
             explorer_name=config.explorer.name,
             trainer_name=config.trainer.name,
         ),
-        trainer_input=TrainerInputSettings(
-            experience_buffer=storage,
-            auxiliary_buffers=tuple(config.buffer.trainer_input.auxiliary_buffers.items()),
-            mixes_expert_data=mixes,
-            expert_data_ratio=float(algorithm.sample_strategy_args["expert_data_ratio"]) if mixes else 0.0,
-            reuses_experiences=bool(storage.replay_buffer.enable),
-        ) if traits.trains else None,
+        trainer_input=trainer_input_settings(config) if traits.trains else None,
         reads_dataset=traits.trains_only and (
             not storage_kind(storage.storage_type).trainer_reads_experiences or _preset_trains_on_datasets(algorithm)
         ),
         total_epochs=int(config.buffer.total_epochs),
         plugin_dirs=loaded_plugin_dirs(),
+    )
+
+
+def placement_settings(config: Any) -> PlacementSettings:
+    cluster = config.cluster
+    return PlacementSettings(
+        name=placement_name(cluster),
+        uses_ray=bool(cluster.uses_ray),
+        ray_address=cluster.ray_address,
+        namespace=config.ray_namespace,
+        device_type=cluster.device_type,
+        compute_device=cluster.compute_device,
+        trainer_devices=int(cluster.trainer_devices),
+        explorer_devices=int(cluster.explorer_devices),
+        layout=config_layout(config),
+    )
+
+
+def trainer_input_settings(config: Any) -> TrainerInputSettings:
+    algorithm, storage = config.algorithm, config.buffer.trainer_input.experience_buffer
+    mixes = sample_strategy(algorithm.sample_strategy).mixes_expert_data
+    return TrainerInputSettings(
+        experience_buffer=storage,
+        auxiliary_buffers=tuple(config.buffer.trainer_input.auxiliary_buffers.items()),
+        mixes_expert_data=mixes,
+        expert_data_ratio=float(algorithm.sample_strategy_args["expert_data_ratio"]) if mixes else 0.0,
+        reuses_experiences=bool(storage.replay_buffer.enable),
     )
 
 

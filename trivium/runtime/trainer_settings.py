@@ -9,6 +9,7 @@ from typing import Any
 
 from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_critic
 from trivium.algorithm.presets import PRESETS
+from trivium.algorithm.sample_strategies import sample_strategy
 from trivium.config.none_name import named
 from trivium.models.engine import takes_lora_adapters
 from trivium.trainer.settings import LoRASettings, LossSettings, TinkerSettings, TrainerSettings
@@ -87,7 +88,7 @@ def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads:
     algorithm, trainer = config.algorithm, config.trainer
     loss = loss_settings(algorithm)
     strategy_args = dict(algorithm.sample_strategy_args or {})  # resolve() filled the strategy's defaults
-    controls_staleness = algorithm.sample_strategy == "staleness_control"
+    controls_staleness = sample_strategy(algorithm.sample_strategy).controls_staleness
     optimizer = algorithm.optimizer
     return TrainerSettings(
         model_path=model_path or config.model.model_path,

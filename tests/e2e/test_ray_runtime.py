@@ -103,7 +103,7 @@ def test_killing_an_engine_actor_stops_the_run_with_a_message_naming_it(tmp_path
 @pytest.mark.parametrize("ranks", [1, 2])
 def test_killing_the_trainer_stops_the_run_and_a_resume_trains_the_remaining_steps(tmp_path, assets, ranks):
     config = ray_config(assets, tmp_path / "runs", **{
-        "buffer.total_steps": 4, "trainer.save_interval": 2, "explorer.rollout_model.engine_num": 1,
+        "buffer.total_steps": 8, "trainer.save_interval": 2, "explorer.rollout_model.engine_num": 1,
         "trainer.trainer_strategy": "fsdp2", "trainer.data_parallel_size": ranks,
     })
     path = write(tmp_path, config)
@@ -126,9 +126,9 @@ def test_killing_the_trainer_stops_the_run_and_a_resume_trains_the_remaining_ste
     config["continue_from_checkpoint"] = True
     result = run_to_end(write(tmp_path, config, "resume.yaml"))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert (run_dir / "global_step_4").exists()
+    assert (run_dir / "global_step_8").exists()
     steps = [r["step"] for r in read_metrics(run_dir) if "actor/pg_loss" in r]
-    assert steps[-1] == 4
+    assert steps[-1] == 8
 
 
 def test_a_run_joins_a_cluster_started_with_ray_start(tmp_path, assets):

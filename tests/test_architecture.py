@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("trivium", "errors", "lazy", "registry"),  # the package's own name, errors, lazy imports, the registry
     ("core",),  # the data every component passes: tasks, experiences, batches, metric names
     ("algorithm", "envs"),  # pure tensor math; the rules of the games tasks come from
-    ("config.schema",),  # the configuration's typed fields, read by the components that take them
+    ("config.schema", "config.modes"),  # the typed fields of the configuration and the traits of its modes
     ("data",),  # task datasets generated locally
     ("sync",),  # weight transports and the version protocol both sides speak
     ("models",),  # engines, the model wrapper, chat formats, the OpenAI-compatible server

@@ -81,6 +81,31 @@ def test_splits_load_with_datasets_and_are_disjoint(tmp_path, task):
     assert not set(train["question"]) & set(test["question"])
 
 
+def test_arithmetic_warmup_split_is_carry_free_and_shares_no_problem_with_the_splits(tmp_path):
+    build_task_data("arithmetic", tmp_path / "plain", seed=3, num_train=2000, num_test=200)
+    build_task_data("arithmetic", tmp_path / "warm", seed=3, num_train=2000, num_test=200, warmup_split=True)
+    assert not (tmp_path / "plain" / "warmup.jsonl").exists()
+    drawn = set()
+    for split in ("train", "test"):  # the same draw with or without the warm-up split
+        plain, warm = (read_jsonl(tmp_path / name / f"{split}.jsonl") for name in ("plain", "warm"))
+        assert plain == warm
+        drawn |= {operands(row["question"]) for row in warm}
+    warmup = read_jsonl(tmp_path / "warm" / "warmup.jsonl")
+    # Of the 90 x 90 sums, 55 x 81 have ones digits summing below 10; the drawn ones are left out.
+    drawn_carry_free = sum(1 for a, b in drawn if a % 10 + b % 10 < 10)
+    assert len(warmup) == 55 * 81 - drawn_carry_free
+    for row in warmup:
+        a, b = operands(row["question"])
+        assert (a, b) not in drawn
+        assert a % 10 + b % 10 < 10 and row["response"] == f"<answer>{a + b}</answer>"
+    assert datasets.load_dataset(str(tmp_path / "warm"), split="train").num_rows == 2000  # no split's file
+
+
+def operands(question: str) -> tuple[int, int]:
+    a, b = question.removeprefix("What is ").rstrip("?").split(" + ")
+    return int(a), int(b)
+
+
 def test_same_seed_same_bytes_other_seed_other_rows(tmp_path):
     for name, seed in (("a", 0), ("b", 0), ("c", 1)):
         build_task_data("countdown", tmp_path / name, seed=seed, num_train=50, num_test=5)

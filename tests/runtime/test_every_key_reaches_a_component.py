@@ -48,6 +48,10 @@ CONTEXT = {
     "algorithm.entropy_loss_fn_args": {"algorithm.entropy_loss_fn": "default"},
     "algorithm.sample_strategy_args": {"algorithm.sample_strategy": "staleness_control"},
     "explorer.dynamic_timeout.ratio": {"explorer.dynamic_timeout.enable": True},
+    "trainer.sampling_mask_max_tokens": {"trainer.replay_sampling_mask": True, "model.top_k": 5},
+    # vLLM's LoRA options apply where the vllm engine serves the trained adapter.
+    **{f"model.{key}": {"model.lora_configs": [{"lora_rank": 8}], "explorer.rollout_model.engine_type": "vllm"}
+       for key in ("fully_sharded_loras", "max_cpu_loras")},
     # Only a cluster with GPUs has a choice of what to compute on.
     "cluster.compute_device": {"cluster.gpu_per_node": 2, "cluster.placement": "ray"},
 }

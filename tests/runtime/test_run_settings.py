@@ -132,6 +132,8 @@ def test_lora_configs_become_the_trainers_adapter_settings(tmp_path):
     resolved = resolve_with_notes(load_config_from_dict(config(tmp_path, model={"lora_configs": [{"name": "policy"}]})))[0]
     assert [note.key for note in unused_key_notes(resolved)] == ["model.lora_configs[0].name"]  # listed by `plan`
     run, _ = settings(tmp_path, model={"lora_configs": [adapter]}, explorer={"rollout_model": {"engine_type": "vllm"}})
+    assert not run.trainer.lora.sync_merged, "vLLM serves the adapter sent alone as a LoRA adapter"
+    run, _ = settings(tmp_path, model={"lora_configs": [adapter]}, explorer={"rollout_model": {"engine_type": "external"}})
     assert run.trainer.lora.sync_merged, "engines without adapter support get W + B @ A"
     assert settings(tmp_path)[0].trainer.lora is None
 

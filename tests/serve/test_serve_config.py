@@ -102,3 +102,27 @@ def test_an_eval_taskset_with_an_unknown_workflow_is_refused_naming_its_key(tiny
         checked(data)
     assert "buffer.explorer_input.eval_tasksets[0].default_workflow_type" in str(refused.value)
     assert "math_workflow" in str(refused.value)  # the closest registered name
+
+
+@pytest.mark.parametrize("explorer, key, message", [
+    ({"min_running_model_num": 3}, "explorer.min_running_model_num", "between 1 and explorer.rollout_model.engine_num (2)"),
+    ({"min_running_model_num": 0}, "explorer.min_running_model_num", "between 1 and explorer.rollout_model.engine_num (2)"),
+    ({"service_status_check_interval": 0}, "explorer.service_status_check_interval", "a whole number >= 1"),
+])
+def test_an_engine_pool_that_cannot_keep_its_minimum_is_refused(tiny_model_dir, tmp_path, explorer, key, message):
+    data = serve_config(tiny_model_dir, tmp_path, explorer={"rollout_model": {"engine_num": 2}, **explorer})
+    with pytest.raises(ConfigError) as refused:
+        checked(data)
+    assert key in str(refused.value) and message in str(refused.value)
+
+
+def test_the_engine_pool_keys_reach_the_settings_and_a_pool_that_cannot_roll_is_noted(tiny_model_dir, tmp_path):
+    data = serve_config(tiny_model_dir, tmp_path, explorer={
+        "rollout_model": {"engine_num": 2}, "min_running_model_num": 1, "service_status_check_interval": 5})
+    config = checked(data)
+    serve = build_run_settings(config).explorer.serve
+    assert (serve.min_running_engines, serve.status_check_interval) == (1, 5.0)
+    assert not any(n.key == "explorer.min_running_model_num" for n in validate(config))
+    notes = validate(checked(serve_config(tiny_model_dir, tmp_path)))  # one engine, min_running 1
+    (note,) = [n for n in notes if n.key == "explorer.min_running_model_num"]
+    assert "each pauses the requests it was given while it loads" in note.message

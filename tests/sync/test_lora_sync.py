@@ -53,7 +53,7 @@ def test_adapter_sync_matches_trainer_logprobs_and_is_small(tiny_model_dir, tmp_
 
 
 def test_merged_sync_for_engines_without_adapters(tiny_model_dir, tmp_path):
-    assert takes_lora_adapters("hf") and not takes_lora_adapters("vllm") and not takes_lora_adapters("external")
+    assert takes_lora_adapters("hf") and takes_lora_adapters("vllm") and not takes_lora_adapters("external")
     trainer = lora_trainer(tiny_model_dir, tmp_path, sync_merged=True)
     move_adapter(trainer, 0)
     update = trainer.weights_for_sync()

@@ -2,23 +2,32 @@
 the rank and its pid, within a bound, and leaves no rank process behind.
 
 The first two tests start a real 2-rank trainer (rank 1 a spawned process on this CPU) and
-fault rank 1 with signals; the others drive the watch with a plain process or a store alone.
+fault rank 1 with signals; the next ones drive the watch with a plain process or a store
+alone. The last ones fault rank 1 of whole ``trivium run`` processes, started alone or by
+torchrun, while the trainer waits for experiences: the run must end at once, not at its
+next step, with the same message, and leave no process behind.
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
+import yaml
 
+from trivium.buffer.sql_storage import SQLWriter
+from trivium.buffer.sql_store import SqlExperienceStore
 from trivium.errors import ComponentDied
+from trivium.runtime import stopping
 from trivium.sync.collective import free_port
 from trivium.trainer.rank_group import RankGroup
 from trivium.trainer.rank_launcher import RankLauncher, Rendezvous
-from trivium.trainer.rank_watch import Heartbeat, connect_store, heartbeat_key
+from trivium.trainer.rank_watch import Heartbeat, connect_store, ended_on_this_machine, heartbeat_key
 from trivium.trainer.settings import LossSettings, TrainerSettings
 from trivium.trainer.trainer import Trainer
 
@@ -31,8 +40,13 @@ TIMEOUT = 8.0  # the group's timeout (synchronizer.sync_timeout in a run)
 def two_ranks(tiny_model_dir, tmp_path):
     """Rank 0 here and rank 1 in its own process, whatever state a test leaves rank 1 in."""
     settings = TrainerSettings(
-        model_path=tiny_model_dir, lr=1e-3, use_dynamic_bsz=False, micro_batch_size=4, data_parallel_size=2,
-        collective_timeout=TIMEOUT, loss=LossSettings(policy_loss_fn="ppo", advantage_fn="grpo"),
+        model_path=tiny_model_dir,
+        lr=1e-3,
+        use_dynamic_bsz=False,
+        micro_batch_size=4,
+        data_parallel_size=2,
+        collective_timeout=TIMEOUT,
+        loss=LossSettings(policy_loss_fn="ppo", advantage_fn="grpo"),
     )
     trainer = Trainer(settings, run_dir=tmp_path)
     rank_1 = trainer.rank_group.handles[0]
@@ -119,8 +133,9 @@ def test_a_rank_that_dies_while_starting_is_named_at_once():
     launcher = PlainProcesses([sys.executable, "-c", "raise SystemExit(3)"])
     started = time.monotonic()
     with pytest.raises(ComponentDied, match=r"trainer rank 1 \(pid \d+\) died: exited with code 3"):
-        RankGroup.start(world_size=2, device_type="cpu", timeout=60, follower=print, follower_args=(),
-                        launcher=launcher)
+        RankGroup.start(
+            world_size=2, device_type="cpu", timeout=60, follower=print, follower_args=(), launcher=launcher
+        )
     assert time.monotonic() - started < 20  # not the 60 s timeout
 
 
@@ -129,8 +144,9 @@ def test_a_rank_that_never_joins_is_named_at_the_timeout_and_stopped():
     started = time.monotonic()
     not_started = r"trainer rank\(s\) 1 did not start within 2 s \(synchronizer.sync_timeout\)"
     with pytest.raises(ComponentDied, match=not_started):
-        RankGroup.start(world_size=2, device_type="cpu", timeout=2, follower=print, follower_args=(),
-                        launcher=launcher)
+        RankGroup.start(
+            world_size=2, device_type="cpu", timeout=2, follower=print, follower_args=(), launcher=launcher
+        )
     assert time.monotonic() - started < 10
     assert launcher.launched[0].poll() is not None  # reaped, not left running
 
@@ -150,3 +166,229 @@ def test_a_rank_that_loses_rank_0s_store_gives_up():
         assert lost.wait(5), "the rank did not notice that rank 0 was gone"
     finally:
         heartbeat.stop()
+
+
+def test_a_process_of_this_machine_is_seen_ending_with_its_signal_until_reaped():
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    assert ended_on_this_machine(process.pid) is None
+    os.kill(process.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while ended_on_this_machine(process.pid) is None:  # a zombie until its parent (this test) reaps it
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert ended_on_this_machine(process.pid) == "killed by SIGKILL"
+    process.wait()
+    assert ended_on_this_machine(process.pid) == "its process ended"
+
+
+def test_a_rank_lost_during_a_run_is_raised_where_the_runs_main_thread_waits():
+    lost = ComponentDied("trainer rank 1 (pid 4242) died: killed by SIGKILL")
+    try:
+        with stopping.stop_on_signals():
+            threading.Timer(0.2, stopping.fail_run, (lost,)).start()  # as the watch's thread does
+            started = time.monotonic()
+            with pytest.raises(ComponentDied) as raised:
+                threading.Event().wait(30)  # a wait that polls nothing
+            assert raised.value is lost
+            assert time.monotonic() - started < 5
+            assert stopping.stop_requested()  # the waits that poll a stop end too
+            with pytest.raises(ComponentDied):
+                stopping.raise_if_failed()
+    finally:
+        stopping.reset()
+
+
+# ---------------------------------------------------------------- whole runs, faulted while the trainer waits
+
+# synchronizer.sync_timeout of the runs below: how long a rank may take to start (a spawned
+# process imports torch first; torchrun's processes are up before the trainer asks for them) or
+# stay silent
+STARTING_TIMEOUT, SILENCE_TIMEOUT = 60, 10
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+
+
+@pytest.fixture
+def waiting_run(tiny_model_dir, tmp_path):
+    """A `train` run of 2 FSDP2 ranks on a SQL buffer holding one batch, whose writer (this test)
+    never finishes: after its first step the trainer waits for a second batch that never comes."""
+    database = str(tmp_path / "buffer.db")
+    writer = SQLWriter(SqlExperienceStore(database, "exp"))
+    writer.write(make_experiences(num_groups=4, group_size=4))  # one batch: 4 tasks x 4 samples
+    config = {
+        "project": "faults",
+        "name": "run",
+        "mode": "train",
+        "checkpoint_root_dir": str(tmp_path / "runs"),
+        "model": {
+            "model_path": tiny_model_dir,
+            "max_prompt_tokens": 32,
+            "max_response_tokens": 8,
+            "max_model_len": 40,
+        },
+        "cluster": {"gpu_per_node": 0},
+        "algorithm": {"algorithm_type": "grpo", "repeat_times": 4, "optimizer": {"lr": 1e-4}},
+        "buffer": {
+            "batch_size": 4,
+            "total_steps": 4,
+            "trainer_input": {
+                "experience_buffer": {
+                    "name": "exp",
+                    "storage_type": "sql",
+                    "path": database,
+                    "max_read_timeout": 600,
+                }
+            },
+        },
+        "trainer": {
+            "trainer_strategy": "fsdp2",
+            "data_parallel_size": 2,
+            "use_dynamic_bsz": False,
+            "ppo_micro_batch_size_per_gpu": 16,
+            "save_hf_checkpoint": "never",
+        },
+    }
+    config_path = tmp_path / "config.yaml"
+    started: list[subprocess.Popen] = []
+
+    def start(launcher: list[str], *, sync_timeout: float) -> tuple[FaultedRun, Path]:
+        config_path.write_text(yaml.safe_dump({**config, "synchronizer": {"sync_timeout": sync_timeout}}))
+        command = [*launcher, "-m", "trivium.cli.main", "run", "--config", str(config_path)]
+        started.append(
+            subprocess.Popen(
+                command,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=tmp_path,
+                start_new_session=True,
+            )
+        )
+        return FaultedRun(started[-1]), tmp_path / "runs" / "faults" / "run"
+
+    yield start
+    writer.finish()
+    for process in started:
+        for pid in [process.pid, *descendants(process.pid)]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        process.wait()
+
+
+class FaultedRun:
+    """A started run's stderr, line by line with the moment each came."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.process = process
+        self.lines: list[tuple[float, str]] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stderr:
+            self.lines.append((time.monotonic(), line.rstrip()))
+
+    def output(self) -> str:
+        return "\n".join(line for _, line in self.lines)
+
+    def rank_1_pid_once_waiting(self, run_dir: Path) -> int:
+        """Rank 1's pid, once the ranks trained the one batch and the trainer waits for the next."""
+        deadline = time.monotonic() + 300
+        log, metrics = run_dir / "log" / "trainer.log", run_dir / "metrics.jsonl"
+        while not (metrics.exists() and "actor/pg_loss" in metrics.read_text()):
+            assert self.process.poll() is None, f"the run ended early: {self.output()[-3000:]}"
+            assert time.monotonic() < deadline, "no trainer step in time"
+            time.sleep(0.1)
+        time.sleep(1.0)  # the step's bookkeeping done, the trainer waits in its read
+        return int(re.search(r"trainer ranks joined: rank 1 pid (\d+)", log.read_text()).group(1))
+
+    def fault(self, pid: int, fault: signal.Signals, *, expected: str, error_within: float) -> None:
+        """Send ``fault`` to ``pid``; check the run's error, its exit code, when it came and that no
+        process of the run is left."""
+        processes = [self.process.pid, *descendants(self.process.pid)]
+        sent = time.monotonic()
+        os.kill(pid, fault)
+        self.process.wait(timeout=error_within + 60)
+        exited = time.monotonic() - sent
+        # After its error the process still tears down torch and transformers (seconds on a busy CPU).
+        assert exited < error_within + 10, f"the run exited {exited:.1f} s after the {fault.name}"
+        self.reader.join(5)
+        first = next((i for i, (_, line) in enumerate(self.lines) if line.startswith("error: ")), None)
+        assert first is not None, f"no error line: {self.output()[-3000:]}"
+        moment, error = self.lines[first]
+        assert expected in error and "continue_from_checkpoint" in error, self.output()[-3000:]
+        assert moment - sent < error_within, f"the error came {moment - sent:.1f} s after the {fault.name}"
+        assert self.process.returncode == 1
+        before = "\n".join(line for _, line in self.lines[:first])
+        assert "Traceback" not in before, before[-3000:]  # (torchrun's own report may follow the error)
+        deadline = time.monotonic() + 5  # helpers (multiprocessing's resource tracker) end just after
+        while (
+            alive := [p for p in processes if ended_on_this_machine(p) is None]
+        ) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive, f"processes {alive} of the run outlived it"
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (children, their children, ...), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
+    found, pending = [], [pid]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_rank_killed_while_the_trainer_waits_for_experiences_ends_the_run_at_once(waiting_run):
+    run, run_dir = waiting_run([sys.executable], sync_timeout=STARTING_TIMEOUT)
+    pid = run.rank_1_pid_once_waiting(run_dir)
+    # The watch looks every half second; the run's error must not wait for a next step (none comes).
+    run.fault(
+        pid,
+        signal.SIGKILL,
+        expected=f"trainer rank 1 (pid {pid}) died: killed by SIGKILL",
+        error_within=0.5 + 1.5,
+    )
+    assert "Traceback" not in run.output()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_under_torchrun_a_killed_second_process_is_named_by_trivium_before_torchrun_reports(waiting_run):
+    run, run_dir = waiting_run(TORCHRUN, sync_timeout=STARTING_TIMEOUT)
+    pid = run.rank_1_pid_once_waiting(run_dir)
+    run.fault(
+        pid,
+        signal.SIGKILL,
+        expected=f"trainer rank 1 (pid {pid}) died: killed by SIGKILL",
+        error_within=0.5 + 1.5,
+    )
+    # torchrun's agent then reports the same process as the job's first failure.
+    report = run.output()
+    assert re.search(rf"rank\s*: 1 \(local_rank: 1\)\n\s*exitcode\s*: -9 \(pid: {pid}\)", report), report[
+        -3000:
+    ]
+    assert report.index("error: trainer rank 1") < report.index("ChildFailedError")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_under_torchrun_a_stopped_second_process_is_named_after_the_timeout_and_killed(waiting_run):
+    run, run_dir = waiting_run(TORCHRUN, sync_timeout=SILENCE_TIMEOUT)
+    pid = run.rank_1_pid_once_waiting(run_dir)
+    run.fault(
+        pid,
+        signal.SIGSTOP,
+        expected=f"trainer rank 1 (pid {pid}) stopped answering: no heartbeat for",
+        error_within=SILENCE_TIMEOUT + 3,
+    )

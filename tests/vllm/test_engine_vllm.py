@@ -9,7 +9,8 @@ import torch
 from trivium.core.experience import Experience
 from trivium.errors import UserError
 from trivium.models.engine import SamplingParams, create_engine
-from trivium.models.engine.vllm import FORCED_TOKENS_KEY, FORCED_TOKENS_PROCESSOR, VLLMEngine, weight_buckets
+from trivium.models.engine.vllm import FORCED_TOKENS_KEY, FORCED_TOKENS_PROCESSOR, VLLMEngine
+from trivium.models.engine.vllm_weights import weight_buckets
 from trivium.trainer.forward import trainer_logprobs
 from trivium.trainer.trainer_setup import load_causal_lm
 

@@ -27,6 +27,10 @@ def listed_commands(observation: str) -> list[str]:
     return [command for _, command in listed]
 
 
+def numbered(commands: list[str]) -> str:
+    return "\n".join(f"{number}. {command}" for number, command in enumerate(commands, 1))
+
+
 @pytest.fixture(scope="module")
 def games(tmp_path_factory) -> Path:
     """Two training games and one held-out game, compiled once for this module."""
@@ -65,6 +69,7 @@ def test_generation_is_deterministic_for_a_seed_and_splits_share_no_game(games, 
     for row in train + test:
         assert len(row["walkthrough"]) == 1  # the default quest is one command long
         assert row["question"].startswith(row["objective"]) and "Commands:\n1. " in row["question"]
+        assert row["compact_question"] == f"{row['objective']}\n{numbered(listed_commands(row['question']))}"
         assert row["walkthrough"][0] in listed_commands(row["question"])
         assert 1 <= int(row["response"]) <= len(listed_commands(row["question"]))
 
@@ -109,6 +114,16 @@ def test_invalid_reply_is_counted_and_ends_the_episode_without_reward(games, asy
             and episode.metrics["truncated"] == 0.0
         )
         assert len(model.calls) == 1  # the winning command that followed was never asked for
+    # invalid_reply_reward makes an unreadable reply worse than a wrong command; success stays 0.
+    model = async_scripted_model(["dance"])
+    (episode,) = WORKFLOWS.get("textworld")(task=game_task(row, invalid_reply_reward=-1), model=model).run()
+    assert (
+        episode.reward == -1.0
+        and episode.metrics["accuracy"] == 0.0
+        and episode.metrics["invalid_moves"] == 1.0
+    )
+    with pytest.raises(UserError, match="invalid_reply_reward must be a number.*got 'low'"):
+        WORKFLOWS.get("textworld")(task=game_task(row, invalid_reply_reward="low"), model=model).run()
 
 
 def test_command_by_number_after_a_harmless_one_wins(games, async_scripted_model):
@@ -128,6 +143,30 @@ def test_command_by_number_after_a_harmless_one_wins(games, async_scripted_model
         "\n>" not in second_prompt and "\n\n\n" not in second_prompt
     )  # no prompt line, status bar, blank runs
     assert listed_commands(second_prompt) == listed_commands(row["question"])
+
+
+def test_compact_rendering_leaves_out_the_room_the_commands_line_and_the_hint(games, async_scripted_model):
+    row = read_split(games, "train")[0]
+    commands = listed_commands(row["question"])
+    model = async_scripted_model(["look", row["walkthrough"][0]])
+    (episode,) = WORKFLOWS.get("textworld")(
+        task=game_task(row, max_env_steps=2, rendering="compact"), model=model
+    ).run()
+    assert episode.reward == 1.0 and episode.metrics["env_steps"] == 2
+    # First the objective and the numbered commands only; the full rendering's room is not in it.
+    first_prompt = model.calls[0]["messages"][0]["content"]
+    assert first_prompt == row["compact_question"] == f"{row['objective']}\n{numbered(commands)}"
+    assert len(first_prompt) < len(row["question"]) and "-= " not in first_prompt
+    # Then the game's answer to "look" (the room) and the same numbered commands.
+    second_prompt = model.calls[1]["messages"][-1]["content"]
+    assert second_prompt.startswith("-= ") and second_prompt.endswith(f"\n{numbered(commands)}")
+    assert "Commands:" not in second_prompt and ANSWER_HINT not in second_prompt
+
+
+def test_unknown_rendering_is_refused(games, async_scripted_model):
+    task = game_task(read_split(games, "train")[0], rendering="short")
+    with pytest.raises(UserError, match="workflow_args.rendering must be one of full, compact, got 'short'"):
+        WORKFLOWS.get("textworld")(task=task, model=async_scripted_model(["1"])).run()
 
 
 def test_episode_out_of_turns_is_truncated_without_reward(games, async_scripted_model):

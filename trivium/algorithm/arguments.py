@@ -8,6 +8,7 @@ resolver calls ``check_fn_args`` once, at set-up, to turn such a typo into a cle
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -38,6 +39,34 @@ BATCH_INPUTS = frozenset(
         "sequence_logprobs",
     }
 )
+
+
+def with_shared_args(shared: Mapping[str, Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Keyword arguments several algorithm functions take, declared once.
+
+    The decorated function must take ``**kwargs``: it receives ``shared``'s arguments there,
+    with these defaults filled in, and its signature (what ``tunable_args`` and the argument
+    checks read) lists them as keyword-only arguments before the ``**`` one.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(fn)
+        own = list(signature.parameters.values())
+        if not own or own[-1].kind is not inspect.Parameter.VAR_KEYWORD:
+            raise TypeError(f"{fn.__name__} must take **kwargs to receive its shared arguments")
+        added = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+            for name, default in shared.items()
+        ]
+
+        @functools.wraps(fn)
+        def with_defaults(*args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **{**shared, **kwargs})
+
+        with_defaults.__signature__ = signature.replace(parameters=[*own[:-1], *added, own[-1]])
+        return with_defaults
+
+    return decorate
 
 
 def tunable_args(fn: Callable[..., Any]) -> dict[str, Any]:

@@ -13,8 +13,16 @@ import math
 from typing import TYPE_CHECKING
 
 from trivium.algorithm.aggregation import aggregate_loss
+from trivium.algorithm.arguments import with_shared_args
 from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, _item, ppo_policy_loss
-from trivium.algorithm.supervised_losses import loss_batch, mix_parts, part_weighting, sft_loss
+from trivium.algorithm.supervised_losses import (
+    MIX_PART_ARGS,
+    mix_parts,
+    sft_loss,
+    take_loss_batch,
+    take_mix_part_args,
+    weighted_sft,
+)
 from trivium.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -35,23 +43,16 @@ def mu_schedule(*, step: int, warmup_steps: int, decay_steps: int, peak: float, 
     return valley + (peak - valley) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-@POLICY_LOSS_FNS.register("sft_is")
-def sft_is_loss(
-    *,
-    logprobs: torch.Tensor,
-    response_mask: torch.Tensor,
-    loss_agg_mode: str = "token-mean",
-    **_ignored,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """SFT weighted by the token's own probability: L = -sg(p) * log p.
-
-    Tokens the policy finds unlikely are pushed less, which keeps expert data from
-    disrupting the policy. Metrics: sft_is_loss.
-    """
-    # L = -sg(p_t) * log p_t
-    per_token = -torch.exp(logprobs).detach() * logprobs
-    loss = aggregate_loss(per_token, response_mask, loss_agg_mode)
-    return loss, {"sft_is_loss": _item(loss)}
+# L = -sg(p_t) * log p_t
+sft_is_loss = POLICY_LOSS_FNS.register(
+    "sft_is",
+    weighted_sft(
+        "sft_is_loss",
+        lambda probs: probs,
+        "SFT weighted by the token's own probability: L = -sg(p) * log p. Tokens the policy finds "
+        "unlikely are pushed less, which keeps expert data from disrupting the policy. Metrics: sft_is_loss.",
+    ),
+)
 
 
 @POLICY_LOSS_FNS.register("sft_phi")
@@ -79,14 +80,11 @@ def sft_phi_loss(
     return loss, {"sft_phi_loss": _item(loss)}
 
 
+@with_shared_args(MIX_PART_ARGS)
 def mix_chord_loss(
     *,
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    response_mask: torch.Tensor,
-    loss_agg_mode: str = "token-mean",
     expert_mask: torch.Tensor | None = None,
+    loss_agg_mode: str = "token-mean",
     global_step: int = 0,
     mu_warmup_steps: int = 0,
     mu_decay_steps: int = 0,
@@ -96,19 +94,12 @@ def mix_chord_loss(
     clip_range: float = 0.2,
     clip_range_low: float | None = None,
     clip_range_high: float | None = None,
-    sft_loss_agg_mode: str | None = None,
-    grpo_loss_agg_mode: str | None = None,
-    use_dynamic_bsz: bool | None = None,
-    ppo_mini_batch_size: int = 1,
-    ppo_micro_batch_size_per_gpu: int = 1,
-    ngpus_trainer: int = 1,
-    train_batch_size_usual: int = 1,
-    train_batch_size_expert: int = 1,
-    exact_part_means: bool = False,
-    **_ignored,
+    **inputs,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """L = (1 - mu_t) * L_ppo(on-policy rows) + mu_t * L_sft(expert rows), mu_t from ``mu_schedule``.
 
+    ``inputs``: the four tensors of ``take_loss_batch`` and the ``MIX_PART_ARGS``; other batch
+    inputs are not used.
     expert_mask: (B,) bool marking expert rows; global_step: the trainer's step, for mu_t.
     The SFT part is sft_phi when ``enable_phi_function`` (CHORD-phi), else plain sft. Each
     part is computed on its own rows (the PPO part aggregated with ``grpo_loss_agg_mode``,
@@ -126,11 +117,10 @@ def mix_chord_loss(
         peak=mu_peak,
         valley=mu_valley,
     )
-    batch = loss_batch(logprobs, old_logprobs, advantages, response_mask)
+    batch = take_loss_batch(inputs)
     clips = {"clip_range": clip_range, "clip_range_low": clip_range_low, "clip_range_high": clip_range_high}
     sft_fn = sft_phi_loss if enable_phi_function else sft_loss
-    agg_modes = (grpo_loss_agg_mode or loss_agg_mode, sft_loss_agg_mode or loss_agg_mode)
-    weighting = part_weighting(locals())
+    agg_modes, weighting = take_mix_part_args(inputs, loss_agg_mode)
     loss, metrics = mix_parts(ppo_policy_loss, clips, sft_fn, batch, expert_mask, mu, agg_modes, weighting)
     metrics["mu"] = mu
     metrics["expert_fraction"] = _item(expert_mask.float().mean()) if expert_mask.numel() else 0.0

@@ -8,10 +8,11 @@ registry imports this module on its first lookup.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from trivium.algorithm.aggregation import aggregate_loss, masked_mean, masked_sum
-from trivium.algorithm.arguments import check_fn_args
+from trivium.algorithm.arguments import check_fn_args, with_shared_args
 from trivium.algorithm.policy_losses import POLICY_LOSS_FNS, PolicyLossFn, _item
 from trivium.lazy import lazy_module
 
@@ -23,21 +24,34 @@ else:
     F = lazy_module("torch.nn.functional", globals())
 
 
-@POLICY_LOSS_FNS.register("sft")
-def sft_loss(
-    *,
-    logprobs: torch.Tensor,
-    response_mask: torch.Tensor,
-    loss_agg_mode: str = "token-mean",
-    **_ignored,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """Negative log-likelihood of the response tokens; old_logprobs and advantages are unused.
+def weighted_sft(
+    metric: str, weight: Callable[[torch.Tensor], torch.Tensor] | None, doc: str
+) -> PolicyLossFn:
+    """A supervised loss over the response tokens, L = -sg(weight(p_t)) * log p_t (plain negative
+    log-likelihood when ``weight`` is None), aggregated with loss_agg_mode and reported as
+    ``metric``; old_logprobs and advantages are unused. ``doc`` is its docstring."""
 
-    Metrics: sft_loss.
-    """
-    # L = -log pi(y_t)
-    loss = aggregate_loss(-logprobs, response_mask, loss_agg_mode)
-    return loss, {"sft_loss": _item(loss)}
+    def loss_fn(
+        *,
+        logprobs: torch.Tensor,
+        response_mask: torch.Tensor,
+        loss_agg_mode: str = "token-mean",
+        **_ignored,
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        # L = -sg(w(p_t)) * log p_t, w = 1 without a weight
+        per_token = -logprobs if weight is None else -weight(torch.exp(logprobs).detach()) * logprobs
+        loss = aggregate_loss(per_token, response_mask, loss_agg_mode)
+        return loss, {metric: _item(loss)}
+
+    loss_fn.__name__ = loss_fn.__qualname__ = metric
+    loss_fn.__doc__ = doc
+    return loss_fn
+
+
+sft_loss = POLICY_LOSS_FNS.register(
+    "sft",
+    weighted_sft("sft_loss", None, "Negative log-likelihood of the response tokens. Metrics: sft_loss."),
+)
 
 
 @POLICY_LOSS_FNS.register("dpo")
@@ -171,35 +185,50 @@ def select_rows(rows: torch.Tensor, batch_size: int, tensors: dict) -> dict:
     }
 
 
+# The arguments both mix losses (``mix``, ``mix_chord``) take to aggregate and weigh their two
+# parts: each part's aggregation mode (default loss_agg_mode), and ``mixed_loss``'s weighting.
+MIX_PART_ARGS: dict[str, Any] = {
+    "sft_loss_agg_mode": None,
+    "grpo_loss_agg_mode": None,
+    "use_dynamic_bsz": None,
+    "ppo_mini_batch_size": 1,
+    "ppo_micro_batch_size_per_gpu": 1,
+    "ngpus_trainer": 1,
+    "train_batch_size_usual": 1,
+    "train_batch_size_expert": 1,
+    "exact_part_means": False,
+}
+
+
+def take_mix_part_args(kwargs: dict, loss_agg_mode: str) -> tuple[tuple[str, str], dict]:
+    """Pops ``MIX_PART_ARGS`` from a mix loss's ``kwargs``: the (RL, SFT) aggregation modes and
+    the weighting arguments of ``mixed_loss``."""
+    parts = {name: kwargs.pop(name) for name in MIX_PART_ARGS}
+    agg_modes = (
+        parts.pop("grpo_loss_agg_mode") or loss_agg_mode,
+        parts.pop("sft_loss_agg_mode") or loss_agg_mode,
+    )
+    return agg_modes, parts
+
+
 @POLICY_LOSS_FNS.register("mix")
+@with_shared_args(MIX_PART_ARGS)
 def mix_policy_loss(
     *,
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    response_mask: torch.Tensor,
-    loss_agg_mode: str = "token-mean",
     expert_mask: torch.Tensor | None = None,
+    loss_agg_mode: str = "token-mean",
     mu: float = 0.1,
     rl_loss_fn: str = "ppo",
     rl_loss_fn_args: dict | None = None,
     clip_range: float | None = None,
     clip_range_low: float | None = None,
     clip_range_high: float | None = None,
-    sft_loss_agg_mode: str | None = None,
-    grpo_loss_agg_mode: str | None = None,
-    use_dynamic_bsz: bool | None = None,
-    ppo_mini_batch_size: int = 1,
-    ppo_micro_batch_size_per_gpu: int = 1,
-    ngpus_trainer: int = 1,
-    train_batch_size_usual: int = 1,
-    train_batch_size_expert: int = 1,
-    exact_part_means: bool = False,
-    **extra_batch_inputs,
+    **inputs,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """RL on the policy's own rows plus SFT on expert rows.
 
-    expert_mask: (B,) bool, True for rows taken from expert demonstrations. Each part is
+    ``inputs``: the four tensors of ``take_loss_batch``, the ``MIX_PART_ARGS`` and any other
+    batch inputs, which reach the RL loss. expert_mask: (B,) bool, True for rows taken from expert demonstrations. Each part is
     computed on its own rows: the RL loss (``rl_loss_fn``, default ppo, configured by
     ``rl_loss_fn_args``; ``clip_range*`` are passed to it unless those args set them),
     aggregated with ``grpo_loss_agg_mode`` (default loss_agg_mode), and the SFT loss,
@@ -216,15 +245,13 @@ def mix_policy_loss(
         raise ValueError("mix loss needs expert_mask (B,) bool marking the expert rows")
     if not 0.0 <= mu <= 1.0:
         raise ValueError(f"mix: mu must be in [0, 1], got {mu}")
-    extra_batch_inputs.pop("use_token_level_loss_in_sft", None)
+    inputs.pop("use_token_level_loss_in_sft", None)
+    agg_modes, weighting = take_mix_part_args(inputs, loss_agg_mode)
     clips = {"clip_range": clip_range, "clip_range_low": clip_range_low, "clip_range_high": clip_range_high}
     rl_fn, rl_args = _mix_rl_loss(rl_loss_fn, rl_loss_fn_args, clips)
-    batch = loss_batch(logprobs, old_logprobs, advantages, response_mask)
-    batch.update(extra_batch_inputs)
-    agg_modes = (grpo_loss_agg_mode or loss_agg_mode, sft_loss_agg_mode or loss_agg_mode)
-    loss, metrics = mix_parts(
-        rl_fn, rl_args, sft_loss, batch, expert_mask, mu, agg_modes, part_weighting(locals())
-    )
+    batch = take_loss_batch(inputs)
+    batch.update(inputs)
+    loss, metrics = mix_parts(rl_fn, rl_args, sft_loss, batch, expert_mask, mu, agg_modes, weighting)
     metrics["expert_fraction"] = _item(expert_mask.float().mean()) if expert_mask.numel() else 0.0
     return loss, metrics
 
@@ -233,34 +260,16 @@ mix_policy_loss.needs_expert_mask = True
 mix_policy_loss.accepted_unused_args = ("use_token_level_loss_in_sft",)
 
 
-def loss_batch(
-    logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, response_mask: torch.Tensor
-) -> dict[str, torch.Tensor]:
-    """The four (B, R) tensors every policy loss takes, by their keyword names."""
-    return {
-        "logprobs": logprobs,
-        "old_logprobs": old_logprobs,
-        "advantages": advantages,
-        "response_mask": response_mask,
-    }
+# The four (B, R) tensors every policy loss takes, by their keyword names.
+LOSS_BATCH_KEYS = ("logprobs", "old_logprobs", "advantages", "response_mask")
 
 
-# The arguments of ``mixed_loss`` that weigh its two parts, named as both mix losses name them.
-PART_WEIGHTING_ARGS = (
-    "exact_part_means",
-    "use_dynamic_bsz",
-    "ppo_mini_batch_size",
-    "ppo_micro_batch_size_per_gpu",
-    "ngpus_trainer",
-    "train_batch_size_usual",
-    "train_batch_size_expert",
-)
-
-
-def part_weighting(arguments: dict) -> dict:
-    """The part-weighting arguments (``PART_WEIGHTING_ARGS``) among a mix loss's own, given as
-    its ``locals()``."""
-    return {name: arguments[name] for name in PART_WEIGHTING_ARGS}
+def take_loss_batch(inputs: dict) -> dict[str, torch.Tensor]:
+    """Pops the four tensors of ``LOSS_BATCH_KEYS`` from a loss's keyword ``inputs``."""
+    missing = [key for key in LOSS_BATCH_KEYS if key not in inputs]
+    if missing:
+        raise TypeError(f"a policy loss needs the batch inputs {', '.join(missing)}")
+    return {key: inputs.pop(key) for key in LOSS_BATCH_KEYS}
 
 
 def mix_parts(
@@ -275,7 +284,7 @@ def mix_parts(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """``mixed_loss`` of ``rl_fn`` on the rows of ``batch`` that ``expert_mask`` (B,) leaves out and
     ``sft_fn`` on the rows it marks, aggregated with ``agg_modes`` (RL, SFT) and weighed with mu
-    and ``weighting`` (``part_weighting``)."""
+    and ``weighting`` (``take_mix_part_args``)."""
     expert = expert_mask.bool()
     usual = ~expert
     rl_loss, rl_metrics = rl_part(rl_fn, rl_args, batch, usual, agg_modes[0])

@@ -1,6 +1,7 @@
 """The reader/writer interface every experience storage implements, and its end signal.
 
-Owns: ``BufferWriter``, ``BufferReader``, ``BufferExhausted`` and the batch-size check.
+Owns: ``BufferWriter``, ``BufferReader`` (and ``WaitingReader``, the reader that waits for its
+batch while writers fill the storage), ``BufferExhausted`` and the batch-size check.
 Storages live in their own modules; nothing here touches a database, a file or a thread.
 """
 
@@ -77,6 +78,23 @@ class BufferReader(ABC):
     def load_state_dict(self, state: dict[str, Any]) -> Restored:
         """Continue from ``state``: the unread experiences it lists are put back, any other
         unread ones are dropped (sampled after the checkpoint, so explored again)."""
+
+
+class WaitingReader(BufferReader):
+    """A reader of a storage that writers fill as it reads (a queue, a SQL table): a read waits
+    for its whole batch up to ``timeout`` seconds, by default ``max_read_timeout``."""
+
+    def __init__(self, max_read_timeout: float = DEFAULT_READ_TIMEOUT):
+        self.max_read_timeout = max_read_timeout
+
+    def read(self, batch_size: int, timeout: float | None = None) -> list[Experience]:
+        check_batch_size(batch_size)
+        return self.wait_for(batch_size, self.max_read_timeout if timeout is None else timeout)
+
+    @abstractmethod
+    def wait_for(self, batch_size: int, timeout: float) -> list[Experience]:
+        """Up to ``batch_size`` experiences, as soon as there are that many or after ``timeout``
+        seconds; ``BufferExhausted`` when every writer has finished and nothing is left."""
 
 
 def check_batch_size(batch_size: int) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from trivium.core.experience import Experience
+from trivium.core.sampling_mask import SamplingMask
 
 
 def pack_ints(values: torch.Tensor) -> bytes:
@@ -50,6 +51,7 @@ STORED_IN_INFO = {
     "baseline_reward": "_baseline_reward",
     "is_expert": "_is_expert",
     "explore_step": "_explore_step",
+    "sampling_mask": "_sampling_mask",
 }
 
 
@@ -63,17 +65,21 @@ def _info_with_extra_fields(experience: Experience) -> dict[str, Any]:
         info[STORED_IN_INFO["is_expert"]] = True
     if experience.explore_step:
         info[STORED_IN_INFO["explore_step"]] = experience.explore_step
+    if experience.sampling_mask is not None:
+        info[STORED_IN_INFO["sampling_mask"]] = experience.sampling_mask.to_dict()
     return info
 
 
 def _extra_fields_from_info(info: dict[str, Any]) -> dict[str, Any]:
     """Pops the stored extra fields out of ``info``; returns them as Experience keywords."""
     teacher = info.pop(STORED_IN_INFO["teacher_logprobs"], None)
+    sampling_mask = info.pop(STORED_IN_INFO["sampling_mask"], None)
     return {
         "teacher_logprobs": None if teacher is None else torch.tensor(teacher, dtype=torch.float32),
         "baseline_reward": info.pop(STORED_IN_INFO["baseline_reward"], None),
         "is_expert": bool(info.pop(STORED_IN_INFO["is_expert"], False)),
         "explore_step": int(info.pop(STORED_IN_INFO["explore_step"], 0)),
+        "sampling_mask": None if sampling_mask is None else SamplingMask.from_dict(sampling_mask),
     }
 
 

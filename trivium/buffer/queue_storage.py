@@ -22,14 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from trivium.buffer.base import (
-    DEFAULT_READ_TIMEOUT,
-    BufferExhausted,
-    BufferReader,
-    BufferWriter,
-    Restored,
-    check_batch_size,
-)
+from trivium.buffer.base import BufferExhausted, BufferWriter, Restored, WaitingReader
 from trivium.buffer.queue_mirror import QueueMirror, open_mirror
 from trivium.buffer.replay import ReplayPolicy
 from trivium.core.experience import Experience
@@ -318,14 +311,13 @@ class QueueWriter(BufferWriter):
             self.queue.writer_finished()
 
 
-class QueueReader(BufferReader):
-    def __init__(self, queue: ExperienceQueue, max_read_timeout: float = DEFAULT_READ_TIMEOUT):
+class QueueReader(WaitingReader):
+    def __init__(self, queue: ExperienceQueue, max_read_timeout: float):
+        super().__init__(max_read_timeout)
         self.queue = queue
-        self.max_read_timeout = max_read_timeout
 
-    def read(self, batch_size: int, timeout: float | None = None) -> list[Experience]:
-        check_batch_size(batch_size)
-        return self.queue.get(batch_size, self.max_read_timeout if timeout is None else timeout)
+    def wait_for(self, batch_size: int, timeout: float) -> list[Experience]:
+        return self.queue.get(batch_size, timeout)
 
     def close(self) -> None:
         self.queue.close_consumer()

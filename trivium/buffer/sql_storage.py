@@ -12,14 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from trivium.buffer.base import (
-    DEFAULT_READ_TIMEOUT,
-    BufferExhausted,
-    BufferReader,
-    BufferWriter,
-    Restored,
-    check_batch_size,
-)
+from trivium.buffer.base import BufferExhausted, BufferWriter, Restored, WaitingReader
 from trivium.buffer.sql_store import SqlExperienceStore
 from trivium.core.experience import Experience
 
@@ -64,19 +57,17 @@ class SQLWriter(BufferWriter):
             self.store.finish_writer(self.writer_id)
 
 
-class SQLReader(BufferReader):
-    def __init__(self, store: SqlExperienceStore, max_read_timeout: float = DEFAULT_READ_TIMEOUT):
+class SQLReader(WaitingReader):
+    def __init__(self, store: SqlExperienceStore, max_read_timeout: float):
+        super().__init__(max_read_timeout)
         self.store = store
-        self.max_read_timeout = max_read_timeout
 
     @classmethod
     def from_config(cls, config: StorageConfig) -> SQLReader:
         return cls(SqlExperienceStore(sql_path(config), config.name), float(config.max_read_timeout))
 
-    def read(self, batch_size: int, timeout: float | None = None) -> list[Experience]:
-        check_batch_size(batch_size)
-        wait = self.max_read_timeout if timeout is None else timeout
-        deadline = time.monotonic() + wait
+    def wait_for(self, batch_size: int, timeout: float) -> list[Experience]:
+        deadline = time.monotonic() + timeout
         batch: list[Experience] = []
         poll = _FIRST_POLL
         while True:

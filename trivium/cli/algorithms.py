@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from trivium.cli.command import add_command
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "algorithms",
-        help="list the algorithm types (algorithm.algorithm_type) and what each is made of",
-        description="List every registered algorithm preset: its advantage function, policy loss, KL and "
-        "entropy terms, sample strategy, what it needs, and a one-line summary. Any component can be "
-        "overridden in the algorithm section by name.",
-    )
+    parser = add_command(subparsers, "algorithms", run_algorithms)
     parser.add_argument("--functions", action="store_true", help="also list every registered function by family")
-    parser.set_defaults(func=run_algorithms)
 
 
 def describe_preset(name: str, preset) -> list[str]:
@@ -45,6 +40,11 @@ def describe_preset(name: str, preset) -> list[str]:
 
 
 def run_algorithms(args: argparse.Namespace) -> int:
+    """list the algorithm types (algorithm.algorithm_type) and what each is made of
+
+    List every registered algorithm preset: its advantage function, policy loss, KL and
+    entropy terms, sample strategy, what it needs, and a one-line summary. Any component can be
+    overridden in the algorithm section by name."""
     from trivium.algorithm import ADVANTAGE_FNS, ENTROPY_LOSS_FNS, KL_FNS, POLICY_LOSS_FNS, PRESETS
 
     for name in sorted(PRESETS):

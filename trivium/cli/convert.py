@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from trivium.cli.command import add_command
 from trivium.errors import UserError
 
 YAML_HEADER = (
@@ -23,23 +24,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("convert", help="convert veRL commands to configs; export checkpoints")
     kinds = parser.add_subparsers(dest="convert_kind", metavar="KIND", required=True)
 
-    verl = kinds.add_parser(
-        "verl",
-        help="Turn a veRL main_ppo command (or the shell script that runs it) into a trivium config.",
-        description="Convert veRL key=value overrides into a trivium YAML config. Give the arguments "
-        "after '--', or a launch script with --script. A report of mapped, passed-through and ignored "
-        "keys is printed.",
-    )
+    verl = add_command(kinds, "verl", run_verl)
     verl.add_argument("--script", type=Path, help="shell script that runs python3 -m verl.trainer.main_ppo")
     verl.add_argument("--out", type=Path, help="write the config here (default: print it)")
     verl.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     verl.add_argument("arguments", nargs="*", help="veRL key=value overrides (after '--')")
-    verl.set_defaults(func=run_verl)
 
-    checkpoint = kinds.add_parser(
-        "checkpoint",
-        help="Export RUN/global_step_N as a Hugging Face model directory with its tokenizer.",
-    )
+    checkpoint = add_command(kinds, "checkpoint", run_checkpoint)
     checkpoint.add_argument("--path", type=Path, required=True, help="the RUN/global_step_N directory")
     checkpoint.add_argument(
         "--out", type=Path, help="output directory (default: RUN/global_step_N/actor/huggingface)"
@@ -53,10 +44,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--base-model", help="base model of the adapter (default: the path the adapter records, else the run's "
         "model.model_path)",
     )
-    checkpoint.set_defaults(func=run_checkpoint)
 
 
 def run_verl(args: argparse.Namespace) -> int:
+    """Turn a veRL main_ppo command (or the shell script that runs it) into a trivium config.
+
+    Convert veRL key=value overrides into a trivium YAML config. Give the arguments
+    after '--', or a launch script with --script. A report of mapped, passed-through and ignored
+    keys is printed."""
     from trivium.interop.verl_import import convert_arguments, convert_script, format_report
     from trivium.interop.yaml_render import render_yaml
 
@@ -85,6 +80,7 @@ def run_verl(args: argparse.Namespace) -> int:
 
 
 def run_checkpoint(args: argparse.Namespace) -> int:
+    """Export RUN/global_step_N as a Hugging Face model directory with its tokenizer."""
     from trivium.interop.checkpoint_export import export_checkpoint
 
     if args.base_model and not args.merge_lora:

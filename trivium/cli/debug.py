@@ -21,6 +21,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from trivium.cli.command import add_command
 from trivium.config.cli_args import add_config_arguments, print_notes
 from trivium.errors import UserError
 from trivium.models.server_guard import ServerLimits
@@ -32,12 +33,7 @@ DEFAULT_PORT = 8010
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "debug",
-        help="run one task's workflow against a separately served model",
-        description="First serve the rollout model (--module inference_model), then in another terminal run "
-        "one task through the workflow (--module workflow), then look at the results (--module viewer).",
-    )
+    parser = add_command(subparsers, "debug", run_debug)
     add_config_arguments(parser)
     parser.add_argument("--module", required=True, choices=MODULES, help="what to run (see above)")
     parser.add_argument(
@@ -63,10 +59,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--task-index", type=int, default=0, metavar="N",
                         help="which row of the taskset to run, counting from 0 in file order (default 0)")
     parser.add_argument("--limit", type=int, default=20, help="viewer: how many of the latest experiences to show")
-    parser.set_defaults(func=run_debug)
 
 
 def run_debug(args: argparse.Namespace) -> int:
+    """run one task's workflow against a separately served model
+
+    First serve the rollout model (--module inference_model), then in another terminal run
+    one task through the workflow (--module workflow), then look at the results (--module viewer)."""
     _load_plugins(args.plugin_dir)
     config = _load_config(args)
     if args.module == "inference_model":

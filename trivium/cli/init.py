@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from trivium.cli.command import add_command
+
 TINY_PRESETS = ("tiny", "small", "medium")
 # The tiny shape with a tokenizer and chat template that render tools (trivium/models/tiny_tools.py).
 TOOLS_PRESETS = ("tiny-tools",)
@@ -32,12 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     targets = parser.add_subparsers(dest="init_target", metavar="WHAT", required=True)
 
-    model = targets.add_parser(
-        "model",
-        help="build a tokenizer and a randomly initialised decoder in Hugging Face format",
-        description="Train a tokenizer and create a random decoder; both load with "
-        "AutoTokenizer / AutoModelForCausalLM.from_pretrained(OUT).",
-    )
+    model = add_command(targets, "model", init_model)
     model.add_argument(
         "--preset", choices=TINY_PRESETS + TOOLS_PRESETS + REAL_SHAPE_PRESETS, default="tiny",
         help="tiny ~0.8M, small ~6M, medium ~25M parameters (Llama, ~400-token vocabulary, plain ChatML); "
@@ -53,13 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument(
         "--seed", type=int, default=0, help="random seed for the tokenizer corpus and the weights"
     )
-    model.set_defaults(func=init_model)
 
-    data = targets.add_parser(
-        "data",
-        help="generate a task dataset with train and test splits",
-        description="Write OUT/train.<fmt> and OUT/test.<fmt>; datasets.load_dataset(OUT, split=...) reads them.",
-    )
+    data = add_command(targets, "data", init_data)
     data.add_argument(
         "--task", required=True,
         help="arithmetic, countdown, frozen_lake, guessing, gymnasium, textworld, tool_arithmetic, or reasoning_gym:NAME (a reasoning-gym dataset)",
@@ -71,6 +63,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--format", dest="fmt", choices=("jsonl", "parquet"), default="jsonl")
     data.add_argument("--overwrite", action="store_true", help="replace existing split files")
     data.add_argument("--subtraction", action="store_true", help="arithmetic: also a - b problems (a >= b)")
+    data.add_argument(
+        "--warmup-split",
+        action="store_true",
+        help="arithmetic: also write warmup.jsonl, the problems in neither split whose ones digits do not "
+        "carry, for an SFT stage that teaches the answer format but not carrying",
+    )
     data.add_argument("--num-numbers", type=int, help="countdown: numbers per problem (default 3)")
     data.add_argument(
         "--max-number",
@@ -96,10 +94,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="reasoning_gym:NAME: a field of the dataset's config, the value as JSON or text "
         "(repeatable), e.g. --option max_terms=2 --option 'operators=[\"+\"]'",
     )
-    data.set_defaults(func=init_data)
 
 
 def init_model(args: argparse.Namespace) -> int:
+    """build a tokenizer and a randomly initialised decoder in Hugging Face format
+
+    Train a tokenizer and create a random decoder; both load with
+    AutoTokenizer / AutoModelForCausalLM.from_pretrained(OUT)."""
     from trivium.errors import UserError
 
     started = time.perf_counter()
@@ -123,11 +124,14 @@ def init_model(args: argparse.Namespace) -> int:
 
 
 def init_data(args: argparse.Namespace) -> int:
+    """generate a task dataset with train and test splits
+
+    Write OUT/train.<fmt> and OUT/test.<fmt>; datasets.load_dataset(OUT, split=...) reads them."""
     from trivium.data import build_task_data
     from trivium.errors import UserError
 
     task_flags = {
-        "arithmetic": ("subtraction",),
+        "arithmetic": ("subtraction", "warmup_split"),
         "countdown": ("num_numbers", "max_number", "max_target"),
         "frozen_lake": ("size", "max_holes"),
         "guessing": ("max_number",),

@@ -10,18 +10,15 @@ from __future__ import annotations
 import argparse
 import time
 
+from trivium.cli.command import add_command
+
 LEVEL_STYLES = {"DEBUG": "dim", "WARNING": "yellow", "ERROR": "bold red", "CRITICAL": "bold red"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from trivium.monitor.run_lookup import add_run_location_arguments
 
-    parser = subparsers.add_parser(
-        "log",
-        help="show or follow a run's component logs",
-        description="Show the records of <run_dir>/log/*.log (explorer, trainer, explorer_runner_N, ...) "
-        "merged in time order, filtered by level, keyword and component.",
-    )
+    parser = add_command(subparsers, "log", show_logs)
     add_run_location_arguments(parser)
     parser.add_argument("-k", "--keyword", help="only records containing this text (case-insensitive)")
     parser.add_argument("-l", "--level", help="lowest level shown: debug, info, warning or error")
@@ -31,10 +28,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("-f", "--follow", action="store_true", help="keep printing new records until Ctrl-C")
     parser.add_argument("--poll-seconds", type=float, default=0.5, help=argparse.SUPPRESS)
-    parser.set_defaults(func=show_logs)
 
 
 def show_logs(args: argparse.Namespace) -> int:
+    """show or follow a run's component logs
+
+    Show the records of <run_dir>/log/*.log (explorer, trainer, explorer_runner_N, ...)
+    merged in time order, filtered by level, keyword and component."""
     import logging
 
     from rich.console import Console

@@ -1,7 +1,8 @@
 """The ``trivium`` command: one subcommand per module in this package.
 
-Each subcommand module defines ``register(subparsers)``, which adds its parser and sets
-``func`` (called with the parsed args; returns an exit code). Modules are imported only
+Each subcommand module defines ``register(subparsers)``, which adds its parser with
+``add_command`` (``command.py``): that sets ``func``, called with the parsed args, returning
+an exit code, and reads the help from ``func``'s docstring. Modules are imported only
 when listed here, so a heavy import never slows ``trivium --help`` for the others.
 """
 

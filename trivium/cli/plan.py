@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from trivium.cli.command import add_command
 from trivium.config.cli_args import add_config_arguments, add_plugin_dir_argument, print_notes
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "plan",
-        help="show the resolved essentials of a config without running it",
-        description="Resolve and validate a config, then print the device split and the per-step and "
-        "whole-run arithmetic of explorer supply vs trainer demand.",
-    )
+    parser = add_command(subparsers, "plan", run_plan)
     parser.add_argument(
         "--check-data", action="store_true",
         help="also read every taskset and dataset and list the rows a run would skip "
@@ -21,10 +17,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_config_arguments(parser)
     add_plugin_dir_argument(parser)
-    parser.set_defaults(func=run_plan)
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    """show the resolved essentials of a config without running it
+
+    Resolve and validate a config, then print the device split and the per-step and
+    whole-run arithmetic of explorer supply vs trainer demand."""
     from trivium.config.plan import explain
     from trivium.config.prepare import prepare
 

@@ -8,22 +8,22 @@ from __future__ import annotations
 
 import argparse
 
+from trivium.cli.command import add_command
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from trivium.monitor.run_lookup import add_run_location_arguments
 
-    parser = subparsers.add_parser(
-        "report",
-        help="plot a run's metrics and write report.html",
-        description="Read <run_dir>/metrics.jsonl, write PNG plots to <run_dir>/plots/ and a "
-        "self-contained <run_dir>/report.html (summary, plots, resolved config).",
-    )
+    parser = add_command(subparsers, "report", make_report)
     add_run_location_arguments(parser)
     parser.add_argument("--no-summary", action="store_true", help="do not print the summary panel")
-    parser.set_defaults(func=make_report)
 
 
 def make_report(args: argparse.Namespace) -> int:
+    """plot a run's metrics and write report.html
+
+    Read <run_dir>/metrics.jsonl, write PNG plots to <run_dir>/plots/ and a
+    self-contained <run_dir>/report.html (summary, plots, resolved config)."""
     from rich.console import Console
 
     from trivium.monitor.plots import plots_dir

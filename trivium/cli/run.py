@@ -6,23 +6,22 @@ import argparse
 import contextlib
 import os
 
+from trivium.cli.command import add_command
 from trivium.config.cli_args import add_config_arguments, add_plugin_dir_argument, print_notes
 from trivium.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "run",
-        help="run a reinforcement fine-tuning job from a config",
-        description="Load, resolve and validate the config (all stages), write config.resolved.yaml into "
-        "the run directory, load plugins, then run each stage.",
-    )
+    parser = add_command(subparsers, "run", run_command)
     add_config_arguments(parser)
     add_plugin_dir_argument(parser)
-    parser.set_defaults(func=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
+    """run a reinforcement fine-tuning job from a config
+
+    Load, resolve and validate the config (all stages), write config.resolved.yaml into
+    the run directory, load plugins, then run each stage."""
     from trivium.config.prepare import prepare
     from trivium.config.run_dir import write_resolved
     from trivium.config.run_lock import run_lock
@@ -53,6 +52,14 @@ def run_command(args: argparse.Namespace) -> int:
             code = int(launch(config) or 0)
             if code != 0:
                 return code
+    if len(stages) > 1:
+        from pathlib import Path
+
+        from trivium.monitor.stage_gains import stage_gain_lines
+
+        runs = [(stage.config.stage_name, Path(stage.config.checkpoint_job_dir)) for stage in stages]
+        for line in stage_gain_lines(runs):
+            print(line)
     return 0
 
 

@@ -5,16 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 
+from trivium.cli.command import add_command
+
 API_KEY_ENV = "TRIVIUM_TINKER_API_KEY"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "serve-tinker",
-        help="serve the Tinker training API (LoRA training and sampling) on local models",
-        description="Serve the Tinker API's training and sampling endpoints so that recipes written for the "
-        "Tinker SDK run on this machine: point tinker.ServiceClient(base_url=...) at it. See docs/tinker.md.",
-    )
+    parser = add_command(subparsers, "serve-tinker", run_serve_tinker)
     parser.add_argument(
         "--model",
         action="append",
@@ -47,10 +44,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=64 * 2**20,
         help="largest request body accepted (default 64 MiB)",
     )
-    parser.set_defaults(func=run_serve_tinker)
 
 
 def run_serve_tinker(args: argparse.Namespace) -> int:
+    """serve the Tinker training API (LoRA training and sampling) on local models
+
+    Serve the Tinker API's training and sampling endpoints so that recipes written for the
+    Tinker SDK run on this machine: point tinker.ServiceClient(base_url=...) at it. See docs/tinker.md."""
     from trivium.tinker_server.server import build_state, serve
 
     state = build_state(args.model, args.checkpoint_dir)

@@ -5,29 +5,28 @@ from __future__ import annotations
 import argparse
 import sys
 
+from trivium.cli.command import add_command
 from trivium.config.cli_args import add_plugin_dir_argument
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "studio",
-        help="serve a local web app to build a config, start a run, and watch it learn",
-        description="Serve the Studio: a config builder generated from the schema, the runs under --runs with "
-        "their live curves and summaries, an experience browser, and run comparison. It reads run directories "
-        "and buffers and writes only when it starts a run.",
-    )
+    parser = add_command(subparsers, "studio", run_studio)
     parser.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
     parser.add_argument("--runs", default="./checkpoints", metavar="DIR",
                         help="folder of run directories <DIR>/<project>/<name>/ (default ./checkpoints)")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind (default 127.0.0.1: only this machine can connect)")
     add_plugin_dir_argument(parser)
-    parser.set_defaults(func=run_studio)
 
 
 def run_studio(args: argparse.Namespace) -> int:
+    """serve a local web app to build a config, start a run, and watch it learn
+
+    Serve the Studio: a config builder generated from the schema, the runs under --runs with
+    their live curves and summaries, an experience browser, and run comparison. It reads run directories
+    and buffers and writes only when it starts a run."""
     try:
         import uvicorn
 

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import argparse
 
+from trivium.cli.command import add_command
 from trivium.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "view",
-        help="show experiences stored in a buffer database",
-        description="List experiences of a SQL buffer (or a queue's SQLite mirror) as a table.",
-    )
+    parser = add_command(subparsers, "view", run_view)
     parser.add_argument("--db", required=True, help="SQLAlchemy URL or SQLite file of the buffer.")
     parser.add_argument("--limit", type=int, default=20, help="How many experiences to show (default 20).")
     parser.add_argument("--offset", type=int, default=0, help="How many to skip first (default 0).")
@@ -28,7 +25,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="Show each experience whole, turn by turn (role, text, [trained] on the model's turns).",
     )
-    parser.set_defaults(func=run_view)
 
 
 def _shorten(text: str | None, width: int) -> str:
@@ -37,6 +33,9 @@ def _shorten(text: str | None, width: int) -> str:
 
 
 def run_view(args: argparse.Namespace) -> int:
+    """show experiences stored in a buffer database
+
+    List experiences of a SQL buffer (or a queue's SQLite mirror) as a table."""
     from pathlib import Path
 
     from rich.console import Console

@@ -11,6 +11,7 @@ import dataclasses
 import importlib.util
 
 from trivium.config.errors import Problem
+from trivium.config.lora_serving import check_lora_serving
 from trivium.config.modes import MODE_TRAITS
 from trivium.config.schema import TriviumConfig
 
@@ -23,6 +24,7 @@ ENGINES_PLACED_ON_RAY = ("hf", "vllm")
 
 
 def check_engines(config: TriviumConfig, problems: list[Problem]) -> None:
+    check_lora_serving(config, problems)
     if config.mode not in MODE_TRAITS or not MODE_TRAITS[config.mode].explores:
         return
     for index, aux in enumerate(config.explorer.auxiliary_models):

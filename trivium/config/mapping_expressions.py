@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from trivium.core.arithmetic import BINARY_OPERATORS, UNARY_OPERATORS
 from trivium.errors import UserError
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
@@ -24,14 +25,9 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "float": float,
 }
 _BINARY = {
-    ast.Add: lambda a, b: a + b,
-    ast.Sub: lambda a, b: a - b,
-    ast.Mult: lambda a, b: a * b,
-    ast.Div: lambda a, b: a / b,
-    ast.FloorDiv: lambda a, b: a // b,
-    ast.Mod: lambda a, b: a % b,
+    node: BINARY_OPERATORS[node] for node in (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod)
 }
-_UNARY = {ast.USub: lambda a: -a, ast.UAdd: lambda a: +a}
+_UNARY = UNARY_OPERATORS
 _ALLOWED_OPERATORS = "+ - * / // % and unary -"
 
 

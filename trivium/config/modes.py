@@ -41,9 +41,6 @@ class ModeTraits:
 
 
 MODE_TRAITS: dict[str, ModeTraits] = {
-    "colocate": ModeTraits(
-        explores=True, trains=True, reads_training_tasksets=True, concurrent=False, takes_turns=True
-    ),
     "both": ModeTraits(explores=True, trains=True, reads_training_tasksets=True, concurrent=True),
     "train": ModeTraits(explores=False, trains=True, reads_training_tasksets=False, concurrent=False),
     "explore": ModeTraits(explores=True, trains=False, reads_training_tasksets=True, concurrent=False),
@@ -54,6 +51,9 @@ MODE_TRAITS: dict[str, ModeTraits] = {
         concurrent=False,
         resumes=False,
         evaluates_only=True,
+    ),
+    "colocate": ModeTraits(
+        explores=True, trains=True, reads_training_tasksets=True, concurrent=False, takes_turns=True
     ),
     "serve": ModeTraits(
         explores=True, trains=True, reads_training_tasksets=False, concurrent=True, serves_api=True

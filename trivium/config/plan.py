@@ -74,21 +74,23 @@ class Plan:
     def _whole_run(self) -> str:
         parts = []
         if self.explores:
-            if self.explorer_steps is None:
-                parts.append("explorer steps unknown (the taskset size cannot be read locally; set buffer.total_steps)")
-            else:
-                parts.append(
-                    f"explorer {self.explorer_steps:,} steps × {self.batch_size:,} tasks × {self.repeat_times:,} "
-                    f"repeats = {self.total_supply:,} samples"
-                )
+            parts.append(self._explorer_total())
         if self.trains:
-            if self.trainer_steps is None:
-                parts.append("trainer steps unknown (set buffer.total_steps or trainer.total_steps)")
-            else:
-                parts.append(
-                    f"trainer {self.trainer_steps:,} steps × {self.train_batch_size:,} = {self.total_demand:,} samples"
-                )
+            parts.append(self._trainer_total())
         return "; ".join(parts)
+
+    def _explorer_total(self) -> str:
+        if self.explorer_steps is None:
+            return "explorer steps unknown (the taskset size cannot be read locally; set buffer.total_steps)"
+        return (
+            f"explorer {self.explorer_steps:,} steps × {self.batch_size:,} tasks × {self.repeat_times:,} "
+            f"repeats = {self.total_supply:,} samples"
+        )
+
+    def _trainer_total(self) -> str:
+        if self.trainer_steps is None:
+            return "trainer steps unknown (set buffer.total_steps or trainer.total_steps)"
+        return f"trainer {self.trainer_steps:,} steps × {self.train_batch_size:,} = {self.total_demand:,} samples"
 
 
 def explain(config: TriviumConfig) -> Plan:

@@ -20,6 +20,7 @@ from pathlib import Path
 from trivium.algorithm.presets import PRESETS
 from trivium.algorithm.sample_strategies import SAMPLE_STRATEGIES
 from trivium.config.errors import ConfigError, Problem, Suggestion
+from trivium.config.lora_serving import fill_lora_serving
 from trivium.config.none_name import named
 from trivium.config.resolve_devices import (
     auto_engine_type,
@@ -85,6 +86,7 @@ def resolve_with_notes(config: TriviumConfig) -> tuple[TriviumConfig, list[Sugge
     fill_compute_device(config, notes)
     fill_placement_keys(config)
     fill_engine_types(config, notes)
+    fill_lora_serving(config)
     fill_placement(config, notes)
     fill_sync(config, notes)
     fill_eval_interval(config, notes)

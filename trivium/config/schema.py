@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from trivium.algorithm.aggregation import LOSS_AGG_MODES as AGGREGATION_MODES
 from trivium.algorithm.sample_strategies import SAMPLE_STRATEGIES
+from trivium.config.modes import MODE_TRAITS
 from trivium.core.storage_kinds import STORAGE_KIND_NAMES
 
 # Sentinel for keys a user must set (model.model_path). Kept as a value rather than
@@ -64,7 +65,7 @@ DATA_JUICER_IN_PROCESS = (
     "over the Model Context Protocol)"
 )
 
-MODES = ["both", "train", "explore", "bench", "colocate", "serve"]
+MODES = list(MODE_TRAITS)
 ALGORITHM_TYPES = [
     "ppo", "grpo", "opmd", "dpo", "sft", "mix", "rloo", "reinforceplusplus", "remax", "gspo", "cispo",
     "grpo_verl", "asymre", "topr", "sapo", "rec", "sppo", "raft", "mix_chord", "on_policy_distill", "jsd",
@@ -95,7 +96,6 @@ LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 # Why some keys of Trinity-RFT's configuration are accepted but not acted on.
 ENGINE_PLACEMENT = "placement detail of Trinity-RFT's Ray engines"
-SERVE = "trivium's serve mode runs its engine in the run's own process, so it has no engine supervision"
 
 
 # ---------------------------------------------------------------- algorithm
@@ -174,7 +174,9 @@ class AlgorithmConfig:
 @dataclass
 class LoRAConfig:
     name: Optional[str] = opt(
-        None, "Name of the adapter.", unused="the trainer trains one adapter; names matter only to LoRA serving, which is not built"
+        None, "Name of the adapter.",
+        unused="the trainer trains one adapter, and the vllm engine names each version of it it serves after the "
+        "weight version; no request chooses an adapter by name",
     )
     path: Optional[str] = opt(None, "Path of an existing adapter (saved by peft) to start from; its rank and alpha must match.")
     base_model_name: Optional[str] = opt(
@@ -186,7 +188,11 @@ class LoRAConfig:
     lora_dropout: float = opt(0.0, "Dropout on the adapter's input while training (0 turns it off).")
     target_modules: Any = opt("all-linear", "Modules to adapt: 'all-linear' or a list of module names.")
     exclude_modules: Optional[str] = opt(None, "Modules never adapted (a regular expression over module names).")
-    is_dummy: bool = opt(False, "A placeholder adapter used only to reserve engine slots.", unused="LoRA serving is not built")
+    is_dummy: bool = opt(
+        False, "A placeholder adapter used only to reserve engine slots.",
+        unused="no placeholder adapter is needed: the vllm engine starts with LoRA enabled and serves the base "
+        "model until the first sync loads the trained adapter",
+    )
 
 
 @dataclass
@@ -251,8 +257,14 @@ class ModelConfig:
         False, "Allow model code shipped with the checkpoint.",
         unused="local model directories load with the model classes built into transformers",
     )
-    fully_sharded_loras: bool = opt(False, "Shard LoRA weights across tensor-parallel ranks (vLLM).", unused="LoRA serving is not built")
-    max_cpu_loras: Optional[int] = opt(None, "LoRA adapters kept in CPU memory (vLLM).", unused="LoRA serving is not built")
+    fully_sharded_loras: bool = opt(
+        False, "Shard LoRA weights across tensor-parallel ranks (vLLM); copied into "
+        "explorer.rollout_model.lora_kwargs when the vllm engine serves the trained adapter.",
+    )
+    max_cpu_loras: Optional[int] = opt(
+        None, "LoRA adapters the vllm engine keeps in CPU memory (at least 1); copied into "
+        "explorer.rollout_model.lora_kwargs when it serves the trained adapter.",
+    )
 
 
 # ---------------------------------------------------------------- cluster
@@ -506,10 +518,31 @@ class InferenceModelConfig:
         "bundle (recorded in the run's ray_placement.json); in one process the engines take the GPUs after "
         "the trainer's. To choose physical GPUs, set CUDA_VISIBLE_DEVICES for the whole run",
     )
-    enable_lora: bool = opt(False, "Serve LoRA adapters.", unused="LoRA serving is not built")
-    enable_runtime_lora_updating: bool = opt(False, "Load LoRA adapters while serving.", unused="LoRA serving is not built")
-    lora_modules: Optional[List[Dict[str, Any]]] = opt(None, "LoRA adapters to serve.", unused="LoRA serving is not built")
-    lora_kwargs: Optional[Dict[str, Any]] = opt(None, "LoRA serving options.", unused="LoRA serving is not built")
+    enable_lora: Optional[bool] = opt(
+        None, "Serve the trained LoRA adapter as an adapter in the vllm engine: every sync sends the adapter "
+        "alone, which the engine loads as a new adapter version. null: on when model.lora_configs trains an "
+        "adapter and the rollout engine is vllm; false: the engine is sent whole merged weights at every sync "
+        "instead. Refused on other engines and on auxiliary models.",
+        engine_option="behaviour",
+    )
+    enable_runtime_lora_updating: bool = opt(
+        False, "Load LoRA adapters while serving.",
+        unused="the vllm engine loads every synced adapter version itself, through vLLM's engine API; this vLLM "
+        "switch only opens the adapter routes of vLLM's own HTTP server, which trivium does not run",
+    )
+    lora_modules: Optional[List[Dict[str, Any]]] = opt(
+        None, "LoRA adapters to serve.",
+        unsupported="the vllm engine serves one adapter, the one trivium trains (model.lora_configs; "
+        "model.lora_configs[0].path starts it from a saved adapter); serving other adapters, chosen per request, "
+        "is not built",
+    )
+    lora_kwargs: Optional[Dict[str, Any]] = opt(
+        None, "vLLM's LoRA engine arguments when the adapter is served (filled when unset): max_lora_rank (the smallest rank vLLM "
+        "allows at or above model.lora_configs[0].lora_rank), max_loras 1, and model.fully_sharded_loras / "
+        "max_cpu_loras when set. Values given here win; allowed keys: max_lora_rank, max_loras, max_cpu_loras, "
+        "fully_sharded_loras, lora_dtype.",
+        engine_option="behaviour",
+    )
 
 
 @dataclass
@@ -568,8 +601,14 @@ class ExplorerConfig:
         "(serve mode, enable_openai_api) must send as 'Authorization: Bearer <key>'; unset, no key is asked. "
         "The key itself never goes into a config file.",
     )
-    service_status_check_interval: int = opt(60, "Seconds between engine health checks in serve mode.", unused=SERVE)
-    min_running_model_num: int = opt(1, "Engines that must be up in serve mode.", unused=SERVE)
+    service_status_check_interval: int = opt(
+        60, "Seconds between serve mode's engine health checks: each serving engine samples one token, and one "
+        "that raises or does not answer within this many seconds leaves the rotation.",
+    )
+    min_running_model_num: int = opt(
+        1, "Engines that keep serving in serve mode (1..explorer.rollout_model.engine_num): new weights load into "
+        "the others first, in turns; the run ends with an error when health checks leave fewer.",
+    )
     db_url: Optional[str] = opt(
         None, "Database of served experiences in serve mode.",
         unused="serve mode writes its experiences to buffer.trainer_input.experience_buffer",
@@ -677,6 +716,22 @@ class TrainerConfig:
         None, "With old_logprobs_source 'decoupled': [low, high]; a token whose weight pi_proximal / "
         "pi_engine falls outside is masked out of the update (weight 0), before the cap applies. "
         "E.g. [0.5, 2.0]; null masks nothing.",
+    )
+    replay_sampling_mask: bool = opt(
+        False,
+        "Sampling-mask replay: the rollout engine records, for each sampled token, the token ids its "
+        "top-k / top-p truncation kept, and reports the token's logprob under that truncated, renormalised "
+        "distribution at the sampling temperature; the trainer computes every response logprob (current, "
+        "old, reference) the same way, z_t / T - logsumexp(z[kept] / T), so ratios against the engine's "
+        "logprobs compare like with like. Entropy stays the full-vocabulary entropy at temperature 1. "
+        "Needs top_k or top_p (model.* or a taskset's rollout_args), no repetition penalty, and an engine "
+        "that records the sets (hf); not in serve mode, nor with a teacher's logprobs (distillation).",
+    )
+    sampling_mask_max_tokens: int = opt(
+        1024,
+        "With replay_sampling_mask: the largest kept set recorded per token. A token whose set is larger "
+        "is recorded without it and scored over the whole vocabulary at its temperature, by the engine "
+        "and the trainer alike; the metric sampling_mask/capped_share counts such tokens.",
     )
     share_prompt_forward: bool = opt(
         True, "Rows with the same prompt share one forward pass over it (exact, gradients included)."

@@ -1,10 +1,11 @@
 """What a ``mode: serve`` config must hold; part of ``trivium.config.validate``'s rules.
 
 Serve mode has no tasks: its experiences are outside applications' rewarded sessions, and
-its weights move to the served engine every ``synchronizer.sync_interval`` trainer steps.
-Settings that need tasks, or another process, or another sync policy are refused here;
-keys that only one side reads (the API's address outside serve mode, training tasksets in
-it) are noted.
+its weights move to the served engines every ``synchronizer.sync_interval`` trainer steps,
+in turns (``explorer.min_running_model_num`` keep serving). Settings that need tasks, or
+another process, or another sync policy are refused here, and so is an engine pool that
+cannot keep its minimum serving; keys that only one side reads (the API's address outside
+serve mode, training tasksets in it) are noted, and so are engines that pause for their loads.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def check_serve_mode(config: TriviumConfig, problems: list[Problem]) -> None:
     if config.cluster.uses_ray:
         problems.append(Problem(
             "cluster.placement",
-            f"mode '{mode}' runs the engine, the trainer and the API in one process; set cluster.placement: process",
+            f"mode '{mode}' runs the engines, the trainer and the API in one process; set cluster.placement: process",
         ))
     check_trainer_reads_experiences(config.buffer.trainer_input.experience_buffer, mode, problems)
     preset = PRESETS.get(config.algorithm.algorithm_type)
@@ -50,6 +51,26 @@ def check_serve_mode(config: TriviumConfig, problems: list[Problem]) -> None:
             "synchronizer.sync_offset",
             f"mode '{mode}' has no explorer steps to run ahead of the trainer; set it to 0",
         ))
+    check_engine_pool(config, problems)
+
+
+def check_engine_pool(config: TriviumConfig, problems: list[Problem]) -> None:
+    """The served engines: how many keep serving while the others load, and how often they are checked."""
+    explorer = config.explorer
+    engines = explorer.rollout_model.engine_num
+    running = explorer.min_running_model_num
+    if isinstance(engines, int) and not (isinstance(running, int) and 1 <= running <= engines):
+        problems.append(Problem(
+            "explorer.min_running_model_num",
+            f"is {running!r}, but must be between 1 and explorer.rollout_model.engine_num ({engines}): it is how "
+            "many of the served engines keep serving while the others load new weights; lower it or raise engine_num",
+        ))
+    interval = explorer.service_status_check_interval
+    if not isinstance(interval, int) or isinstance(interval, bool) or interval < 1:
+        problems.append(Problem(
+            "explorer.service_status_check_interval",
+            f"is {interval!r}; it is the seconds between the served engines' health checks, a whole number >= 1",
+        ))
 
 
 def serve_notes(config: TriviumConfig) -> list[Suggestion]:
@@ -67,10 +88,20 @@ def serve_notes(config: TriviumConfig) -> list[Suggestion]:
             for key in readers
             if getattr(config.explorer, key) != getattr(defaults, key) and not (endpoints and key != "proxy_port")
         ]
+    notes = []
     if config.buffer.explorer_input.tasksets:
-        return [Suggestion(
+        notes.append(Suggestion(
             "buffer.explorer_input.tasksets",
             f"mode '{config.mode}' trains on served sessions and reads no training taskset (eval tasksets are used)",
             "note",
-        )]
-    return []
+        ))
+    engines, running = config.explorer.rollout_model.engine_num, config.explorer.min_running_model_num
+    if engines == running:
+        notes.append(Suggestion(
+            "explorer.min_running_model_num",
+            f"equals explorer.rollout_model.engine_num ({engines}), so no engine leaves the rotation to load new "
+            "weights: each pauses the requests it was given while it loads; with more engines than "
+            "min_running_model_num the others serve meanwhile",
+            "note",
+        ))
+    return notes

@@ -129,10 +129,7 @@ def _coerce_scalar(value: Any, kind: type) -> tuple[bool, Any]:
         if isinstance(value, float) and value.is_integer():
             return True, int(value)
         if isinstance(value, str):
-            try:
-                return True, int(value.strip())
-            except ValueError:
-                return False, value
+            return _number_from_text(value, int)
         return False, value
     if kind is float:
         if isinstance(value, bool):
@@ -140,10 +137,7 @@ def _coerce_scalar(value: Any, kind: type) -> tuple[bool, Any]:
         if isinstance(value, (int, float)):
             return True, float(value)
         if isinstance(value, str):
-            try:
-                return True, float(value.strip())
-            except ValueError:
-                return False, value
+            return _number_from_text(value, float)
         return False, value
     if kind is str:
         if isinstance(value, (dict, list)):
@@ -152,6 +146,14 @@ def _coerce_scalar(value: Any, kind: type) -> tuple[bool, Any]:
             return True, "true" if value else "false"
         return True, value if isinstance(value, str) else str(value)
     return True, value
+
+
+def _number_from_text(text: str, kind: type) -> tuple[bool, Any]:
+    """(ok, value): ``text`` read as an ``int`` or ``float``, else not ok and ``text`` as given."""
+    try:
+        return True, kind(text.strip())
+    except ValueError:
+        return False, text
 
 
 def _check_choice(value: Any, choices: list, path: str, problems: list[Problem], dotted_path: bool = False) -> Any:

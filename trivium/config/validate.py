@@ -20,6 +20,7 @@ from trivium.config.modes import MODE_TRAITS, traits_of
 from trivium.config.none_name import named
 from trivium.config.placement_rules import check_placement
 from trivium.config.run_length import check_run_length
+from trivium.config.sampling_mask_rules import check_sampling_mask_replay
 from trivium.config.schema import DATA_JUICER_IN_PROCESS, TriviumConfig
 from trivium.config.serve_rules import check_serve_mode, serve_notes
 from trivium.core.storage_kinds import kinds_with, storage_kind
@@ -326,7 +327,7 @@ def _model_apis(config: TriviumConfig, problems: list[Problem]) -> None:
 RULES: list[Callable[[TriviumConfig, list[Problem]], None]] = [
     _required, _ranges, _token_limits, check_algorithm, _data, _devices, _sync, _engines_and_trainer,
     _model_apis, check_placement, unsupported_key_problems, check_workflows, check_serve_mode, check_run_length,
-    check_tinker, check_trainer, check_engines,
+    check_tinker, check_trainer, check_engines, check_sampling_mask_replay,
 ]
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 import torch
 
 from trivium.core.experience import Experience
+from trivium.core.sampling_mask import padded_kept_sets
 
 
 @dataclass
@@ -31,6 +32,10 @@ class ExperienceBatch:
     teacher_logprobs: torch.Tensor | None = None  # (B, R)
     # The reward of a greedy response to each row's task (remax); 0 where unknown.
     baseline_rewards: torch.Tensor | None = None  # (B,)
+    # Sampling-mask replay (core/sampling_mask.py): each response token's kept ids, -1 padded
+    # (all -1: the whole vocabulary), and each row's sampling temperature.
+    kept_token_ids: torch.Tensor | None = None  # (B, R, K) int64
+    sampling_temperatures: torch.Tensor | None = None  # (B,)
 
     @property
     def batch_size(self) -> int:
@@ -82,6 +87,8 @@ class ExperienceBatch:
             expert_mask=self.expert_mask,
             teacher_logprobs=None if self.teacher_logprobs is None else self.teacher_logprobs[:, :last],
             baseline_rewards=self.baseline_rewards,
+            kept_token_ids=None if self.kept_token_ids is None else self.kept_token_ids[:, :last],
+            sampling_temperatures=self.sampling_temperatures,
         )
 
     @classmethod
@@ -117,6 +124,9 @@ class ExperienceBatch:
 
         response_mask = per_token([e.action_mask if trained(e) else None for e in experiences])
         position_ids = (attention_mask.long().cumsum(dim=1) - 1).clamp(min=0)
+        kept_token_ids = sampling_temperatures = None
+        if any(e.sampling_mask is not None for e in experiences):
+            kept_token_ids, sampling_temperatures = padded_kept_sets([e.sampling_mask for e in experiences], R)
         return cls(
             input_ids=input_ids.view(B, P + R),
             attention_mask=attention_mask,
@@ -135,6 +145,8 @@ class ExperienceBatch:
                 else None
             ),
             baseline_rewards=torch.tensor([float(e.baseline_reward or 0.0) for e in experiences]),
+            kept_token_ids=kept_token_ids,
+            sampling_temperatures=sampling_temperatures,
         )
 
 

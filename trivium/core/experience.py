@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from trivium.core.sampling_mask import SamplingMask
 from trivium.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ class Experience:
       advantages / returns: (response_length,) float32 when filled by the pipeline
       teacher_logprobs: (response_length,) float32, a teacher model's logprobs of the same
                    response tokens (distillation), filled by the explorer
+      sampling_mask: the token set the engine's top-k/top-p truncation kept at each response
+                   token (``core/sampling_mask.py``), only with ``trainer.replay_sampling_mask``
     """
 
     tokens: torch.Tensor
@@ -69,6 +72,7 @@ class Experience:
     response_text: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+    sampling_mask: SamplingMask | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.tokens, torch.Tensor):
@@ -88,6 +92,13 @@ class Experience:
             value = getattr(self, name)
             if value is not None and not isinstance(value, torch.Tensor):
                 setattr(self, name, torch.as_tensor(value, dtype=torch.float32))
+        if isinstance(self.sampling_mask, dict):
+            self.sampling_mask = SamplingMask.from_dict(self.sampling_mask)
+        if self.sampling_mask is not None and self.sampling_mask.length != self.response_length:
+            raise ValueError(
+                f"Experience: sampling_mask covers {self.sampling_mask.length} tokens, "
+                f"the response has {self.response_length}"
+            )
 
     @property
     def response_length(self) -> int:
@@ -131,6 +142,7 @@ class Experience:
             "response_text": self.response_text,
             "info": self.info,
             "metrics": self.metrics,
+            "sampling_mask": None if self.sampling_mask is None else self.sampling_mask.to_dict(),
         }
 
     @classmethod

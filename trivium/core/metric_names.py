@@ -37,6 +37,8 @@ STARTUP = "time/startup"
 # Either role.
 OFF_POLICY_CAPPED = "decoupled/capped_frac"  # share of tokens whose pi_prox / pi_engine weight was capped
 OFF_POLICY_MASKED = "decoupled/masked_frac"  # share of tokens masked for a weight outside the kept range
+SAMPLING_MASK_KEPT = "sampling_mask/mean_kept"  # mean size of the replayed sampling masks
+SAMPLING_MASK_CAPPED = "sampling_mask/capped_share"  # share of truncated tokens whose mask exceeded the cap
 STALENESS_MEAN = "staleness/mean"  # trainer step minus the model version that produced the data
 STALENESS_MAX = "staleness/max"
 THROUGHPUT = "time/throughput_*"

@@ -9,8 +9,9 @@ game. The compiled files go to ``OUT/games/tw-<seed>.z8`` (with the ``.json`` th
 needs at run time); a row holds the file's absolute path as ``game_file``.
 
 Each row also carries ``seed``, ``objective``, ``walkthrough`` (the quest's winning
-commands), ``question`` (the first observation the ``textworld`` workflow shows) and an SFT
-target for a format warm-up: ``response`` is the number of an admissible command drawn
+commands), ``question`` (the first observation the ``textworld`` workflow shows),
+``compact_question`` (the same in its ``compact`` rendering) and an SFT target for a format
+warm-up: ``response`` is the number of an admissible command drawn
 uniformly at random, so the warm-up teaches how to answer, not which command wins.
 """
 
@@ -92,6 +93,7 @@ def generate_textworld(
                 "objective": state.objective.strip(),
                 "walkthrough": list(game.metadata.get("walkthrough") or ()),
                 "question": first_observation(state),
+                "compact_question": first_observation(state, "compact"),
                 "response": str(rng.randint(1, len(state.admissible_commands))),
             }
         )

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import ast
 import json
-import operator
 from typing import Any
+
+from trivium.core.arithmetic import BINARY_OPERATORS, UNARY_OPERATORS
 
 TOOL_NAME = "calculator"
 CALCULATOR_TOOL = {
@@ -28,17 +29,6 @@ CALCULATOR_TOOL = {
 }
 MAX_EXPRESSION_CHARS = 200
 MAX_EXPONENT = 64
-
-_BINARY = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-}
-_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 
 
 class CalculatorError(ValueError):
@@ -61,14 +51,14 @@ def evaluate(expression: str) -> int | float:
 def _value(node: ast.AST) -> int | float:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
         return node.value
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)](_value(node.operand))
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+    if isinstance(node, ast.UnaryOp) and type(node.op) in UNARY_OPERATORS:
+        return UNARY_OPERATORS[type(node.op)](_value(node.operand))
+    if isinstance(node, ast.BinOp) and type(node.op) in BINARY_OPERATORS:
         left, right = _value(node.left), _value(node.right)
         if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
             raise CalculatorError(f"exponents above {MAX_EXPONENT} are refused")
         try:
-            return _BINARY[type(node.op)](left, right)
+            return BINARY_OPERATORS[type(node.op)](left, right)
         except ZeroDivisionError as error:
             raise CalculatorError("division by zero") from error
     raise CalculatorError(f"only numbers and + - * / // % ** are allowed, not {type(node).__name__}")

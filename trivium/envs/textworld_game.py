@@ -1,11 +1,14 @@
 """A compiled TextWorld game as text: start it, show what the player sees, read a command.
 
-The first observation is the objective, the room's description and the admissible commands
-as a numbered list; every later one is the game's answer to the last command and the new
-list. Each ends with "Reply with the number of one command." A reply names a command by its
-number or, ignoring case and extra spaces, by its text. Games are compiled by the
-``textworld`` package (``trivium.data.textworld_games``) and played by the ``textworld``
-workflows (``trivium.workflows.textworld_workflow``).
+Two renderings. ``full``: the first observation is the objective, the room's description
+and the admissible commands as a numbered list; every later one is the game's answer to the
+last command and the new list; each ends with "Commands:" before the list and "Reply with
+the number of one command." after it. ``compact``: the same without the room's description
+(the commands name everything that can be acted on), the "Commands:" line and the last
+line, about half the tokens. A reply names a command by its number or, ignoring case and
+extra spaces, by its text. Games are compiled by the ``textworld`` package
+(``trivium.data.textworld_games``) and played by the ``textworld`` workflows
+(``trivium.workflows.textworld_workflow``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from contextlib import contextmanager
 from typing import Any
 
 ANSWER_HINT = "Reply with the number of one command."
+RENDERINGS = ("full", "compact")
 SPACES = re.compile(r"\s+")
 BLANK_LINES = re.compile(r"\n{3,}")
 # textworld's loader and logic engine share parser state between games, and the runners play
@@ -57,17 +61,21 @@ def clean_feedback(text: str) -> str:
     return BLANK_LINES.sub("\n\n", text.split("\n>", 1)[0].strip())
 
 
-def with_commands(text: str, commands: list[str]) -> str:
-    """``text``, then the numbered commands and how to answer: the end of every observation."""
+def with_commands(text: str, commands: list[str], rendering: str = "full") -> str:
+    """``text``, then the numbered commands (and, ``full``, how to answer): the end of every observation."""
     listed = "\n".join(f"{number}. {command}" for number, command in enumerate(commands, 1))
+    if rendering == "compact":
+        return f"{text}\n{listed}"
     return f"{text}\nCommands:\n{listed}\n{ANSWER_HINT}"
 
 
-def first_observation(state: Any) -> str:
-    """What the model sees first: objective, room, numbered commands, how to answer."""
-    return with_commands(
-        f"{state.objective.strip()}\n{clean_feedback(state.description)}", state.admissible_commands
-    )
+def first_observation(state: Any, rendering: str = "full") -> str:
+    """What the model sees first: objective, room (``full`` only), numbered commands, how to answer
+    (``full`` only)."""
+    text = state.objective.strip()
+    if rendering == "full":
+        text = f"{text}\n{clean_feedback(state.description)}"
+    return with_commands(text, state.admissible_commands, rendering)
 
 
 def read_command(reply: str, commands: list[str]) -> str | None:

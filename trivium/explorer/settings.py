@@ -126,6 +126,9 @@ class ServeSettings:
     port: int
     api_key_env: str | None = None  # the environment variable the key was read from
     api_key: str | None = field(default=None, repr=False)
+    # serve mode's engines: seconds between health checks, engines that keep serving during loads
+    status_check_interval: float = 60.0
+    min_running_engines: int = 1
 
 
 @dataclass(frozen=True)

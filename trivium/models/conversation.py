@@ -26,6 +26,7 @@ import torch
 
 from trivium.core.episode_turns import TURNS_KEY, episode_turns
 from trivium.core.experience import Experience
+from trivium.core.sampling_mask import SamplingMask
 from trivium.errors import UserError
 from trivium.models.chat import encode_chat_prompt, render_chat
 from trivium.models.engine.base import GenerationOutput
@@ -101,6 +102,8 @@ class Conversation:
     reply_prefix: str = ""
     # How many of ``messages`` the first rendering (the prompt) holds
     prompt_messages: int = 0
+    # Each token's kept set after ``prompt_length`` (sampling-mask replay); None when not recorded
+    sampling_mask: SamplingMask | None = None
 
     @classmethod
     def start(
@@ -156,6 +159,9 @@ class Conversation:
         grown.tokens.extend(output.token_ids)
         grown.logprobs.extend(output.logprobs if output.logprobs else [0.0] * count)
         grown.action_mask.extend([True] * count)
+        if output.sampling_mask is not None:
+            before = self.sampling_mask or SamplingMask.unrecorded(len(self.tokens) - self.prompt_length)
+            grown.sampling_mask = before.extended(output.sampling_mask)
         grown.text += tokenizer.decode(output.token_ids, skip_special_tokens=False)
         grown.messages.append(rendered_message)
         grown.visible_messages.append(visible_message)
@@ -191,6 +197,8 @@ class Conversation:
         grown.tokens.extend(added)
         grown.logprobs.extend([0.0] * len(added))
         grown.action_mask.extend([False] * len(added))
+        if self.sampling_mask is not None:
+            grown.sampling_mask = self.sampling_mask.extended(SamplingMask.unrecorded(len(added)))
         grown.messages = everything
         grown.visible_messages = self.visible_messages + [dict(m) for m in new_messages]
         return grown
@@ -231,6 +239,7 @@ class Conversation:
                 "conversation_id": self.conversation_id,
             },
             metrics=self.drift_metrics() if self.model_turns > 1 else {},
+            sampling_mask=self.sampling_mask,
         )
         if self.model_turns > 1:
             experience.response_text = self.text_after_prompt()

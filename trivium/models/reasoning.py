@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from trivium.errors import UserError
+from trivium.models.parser_choice import parser_named
 
 OPEN, CLOSE = "<think>", "</think>"
 
@@ -56,8 +56,4 @@ REASONING_PARSERS: dict[str, type] = {"deepseek_r1": DeepSeekR1ReasoningParser, 
 
 def reasoning_parser_named(name: str | None) -> ReasoningParser | None:
     """The parser called ``name``; None for no parsing (the reply stays whole in ``content``)."""
-    if not name:  # the settings carry None for the config's ``none``
-        return None
-    if name not in REASONING_PARSERS:
-        raise UserError(f"unknown reasoning_parser '{name}'; choose one of: {', '.join(REASONING_PARSERS)}")
-    return REASONING_PARSERS[name]()
+    return parser_named(REASONING_PARSERS, name, key="reasoning_parser")

@@ -165,9 +165,11 @@ class SessionRecorder:
             )
 
     def _pick_wrapper(self) -> Any:
-        # A new session gets a view of one engine's wrapper with conversations of its own: it stays
-        # with that engine, and its turns continue only its own conversations, never another
-        # session's equal one (so each session's record is replaced by its own later turns only).
+        # A new session gets a view of one wrapper (in turn) with conversations of its own: it stays
+        # with that wrapper's engine (in serve mode, its home engine in the pool, which hands a turn
+        # to another engine while the home loads weights; the view keeps the exact tokens either way),
+        # and its turns continue only its own conversations, never another session's equal one (so
+        # each session's record is replaced by its own later turns only).
         return self.wrappers[next(self._next_wrapper) % len(self.wrappers)].for_workflow()
 
     # ------------------------------------------------------------------ feedback

@@ -4,7 +4,8 @@ Owns the HTTP surface only: request parsing, the OpenAI response shapes, and err
 Sampling is the engine's job; concurrent requests are merged into shared engine calls by a
 ``RequestBatcher``. Endpoints:
 
-* ``GET /health`` and ``GET /v1/models``;
+* ``GET /health`` and ``GET /v1/models``; given an engine status (serve mode's engine pool),
+  ``GET /engines`` with each engine's state;
 * ``POST /v1/completions`` (text or token-id prompts; ``echo`` scores the prompt) and
   ``POST /v1/chat/completions`` (rendered with the tokenizer's chat template; ``tool_choice``
   read as the in-process client reads it, ``tool_choice.py``: a forced call is refused);
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -292,13 +293,15 @@ class EngineService:
 
 
 def create_app(engine: InferenceEngine, model_name: str = "trivium", model_path: str | None = None, *,
-               api_key: str | None = None, limits: ServerLimits = ServerLimits(), sessions: Any = None):
+               api_key: str | None = None, limits: ServerLimits = ServerLimits(), sessions: Any = None,
+               engine_status: Callable[[], dict[str, Any]] | None = None):
     """A FastAPI app serving ``engine``; ``model_name`` is the id clients send as ``model``.
 
     With ``api_key``, every endpoint but ``/health`` needs ``Authorization: Bearer <api_key>``.
     With ``sessions`` (a ``trivium.models.served_sessions.SessionRecorder``, or any object with its
     ``chat``), chat requests carrying ``X-Session-Id`` are recorded; ``/feedback`` and ``/commit``
-    are served when the recorder declares ``takes_feedback``.
+    are served when the recorder declares ``takes_feedback``. With ``engine_status``, ``GET /engines``
+    answers what it returns (the state of the engines behind ``engine``).
     """
     from fastapi import FastAPI, Request, Response
 
@@ -313,6 +316,8 @@ def create_app(engine: InferenceEngine, model_name: str = "trivium", model_path:
     # generation never blocks /health, and concurrent requests meet in the batcher.
     app.get("/health")(service.health)
     app.get("/v1/models")(service.models)
+    if engine_status is not None:
+        app.get("/engines")(lambda: engine_status())
 
     def post(path: str, handler) -> None:
         def endpoint(body: dict, response: Response) -> dict:
@@ -429,9 +434,11 @@ def serve(engine: InferenceEngine, *, host: str = "127.0.0.1", port: int = 8010,
 @contextmanager
 def serve_in_thread(engine: InferenceEngine, *, host: str = "127.0.0.1", port: int | None = None,
                     model_name: str = "trivium", startup_timeout: float = 30.0, api_key: str | None = None,
-                    limits: ServerLimits = ServerLimits(), sessions: Any = None) -> Iterator[str]:
+                    limits: ServerLimits = ServerLimits(), sessions: Any = None,
+                    engine_status: Callable[[], dict[str, Any]] | None = None) -> Iterator[str]:
     """Serve ``engine`` from a background thread for the ``with`` block; yields the ``/v1`` base URL."""
     port = port or free_port(host)
-    app = create_app(engine, model_name, api_key=api_key, limits=limits, sessions=sessions)
+    app = create_app(engine, model_name, api_key=api_key, limits=limits, sessions=sessions,
+                     engine_status=engine_status)
     with app_in_thread(app, host=host, port=port, what="model server", startup_timeout=startup_timeout):
         yield f"http://{host}:{port}/v1"

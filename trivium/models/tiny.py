@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
+from trivium.core.keyword_fields import keyword_fields
 from trivium.errors import UserError
 from trivium.models.tokenizer_builder import EOS_TOKEN, IM_END_TOKEN, PAD_TOKEN, build_tokenizer
 
@@ -70,12 +71,7 @@ def model_config(preset: TinyModelPreset, vocab_size: int, pad_id: int, eos_id: 
     """The decoder's architecture; ``vocab_size`` is the trained tokenizer's real size."""
     return LlamaConfig(
         vocab_size=vocab_size,
-        hidden_size=preset.hidden_size,
-        num_hidden_layers=preset.num_hidden_layers,
-        num_attention_heads=preset.num_attention_heads,
-        num_key_value_heads=preset.num_key_value_heads,
-        intermediate_size=preset.intermediate_size,
-        max_position_embeddings=preset.max_position_embeddings,
+        **keyword_fields(preset, leave_out=("max_vocab_size",)),  # the rest are LlamaConfig's own names
         tie_word_embeddings=True,
         initializer_range=0.02,
         # The tokenizer adds no BOS token; end-of-text doubles as BOS.

@@ -16,7 +16,7 @@ import re
 import uuid
 from typing import Protocol
 
-from trivium.errors import UserError
+from trivium.models.parser_choice import parser_named
 
 
 class ToolCallParser(Protocol):
@@ -68,8 +68,4 @@ TOOL_CALL_PARSERS: dict[str, type] = {"hermes": HermesToolCallParser}
 
 def tool_call_parser_named(name: str | None) -> ToolCallParser | None:
     """The parser called ``name``; None for no parsing (the reply stays plain content)."""
-    if not name:  # the settings carry None for the config's ``none``
-        return None
-    if name not in TOOL_CALL_PARSERS:
-        raise UserError(f"unknown tool_call_parser '{name}'; choose one of: {', '.join(TOOL_CALL_PARSERS)}")
-    return TOOL_CALL_PARSERS[name]()
+    return parser_named(TOOL_CALL_PARSERS, name, key="tool_call_parser")

@@ -168,11 +168,10 @@ class ModelWrapper(OpenAIClients):
     ) -> list[tuple[Experience, dict]]:
         """Like ``chat``, each experience with the reply as an OpenAI-style assistant message."""
         conversation, request, continued = self._turn_request(messages, tools, n, rollout_args, enable_thinking)
-        if request is None:
+        outputs = None if request is None else self._wait(self._submit_turn(request), continued)
+        if outputs is None:  # no room for another turn
             return self._ended(conversation, n)
-        with self._giving_back_on_failure(continued):
-            outputs = self._wait(self._batcher.submit([request["ids"]], [request["params"]]))[0]
-        return self._finish_turns(conversation, request, outputs)
+        return self._finish_turns(conversation, request, outputs[0])
 
     def generate(self, prompts: list[str], n: int = 1, **rollout_args) -> list[list[Experience]]:
         """``n`` continuations of each raw-text prompt, all sampled in one engine call."""
@@ -193,11 +192,10 @@ class ModelWrapper(OpenAIClients):
         enable_thinking: bool | None = None, **rollout_args,
     ) -> list[tuple[Experience, dict]]:
         conversation, request, continued = self._turn_request(messages, tools, n, rollout_args, enable_thinking)
-        if request is None:
+        outputs = None if request is None else await self._wait_async(self._submit_turn(request), continued)
+        if outputs is None:
             return self._ended(conversation, n)
-        with self._giving_back_on_failure(continued):
-            outputs = (await self._wait_async(self._batcher.submit([request["ids"]], [request["params"]])))[0]
-        return self._finish_turns(conversation, request, outputs)
+        return self._finish_turns(conversation, request, outputs[0])
 
     async def generate_async(self, prompts: list[str], n: int = 1, **rollout_args) -> list[list[Experience]]:
         requests = [self._text_request(prompt, n, rollout_args) for prompt in prompts]
@@ -341,12 +339,18 @@ class ModelWrapper(OpenAIClients):
     def _engine_inputs(self, requests: list[dict]) -> tuple[list[list[int]], list[SamplingParams]]:
         return [r["ids"] for r in requests], [r["params"] for r in requests]
 
-    def _wait(self, future: Future) -> list[list[GenerationOutput]]:
-        with self.clients.waiting():
+    def _submit_turn(self, request: dict) -> Future:
+        return self._batcher.submit([request["ids"]], [request["params"]])
+
+    def _wait(self, future: Future, continued: Continuation | None = None) -> list[list[GenerationOutput]]:
+        """The engine's outputs; a failure (or cancellation) meanwhile gives ``continued`` back."""
+        with self._giving_back_on_failure(continued), self.clients.waiting():
             return future.result()
 
-    async def _wait_async(self, future: Future) -> list[list[GenerationOutput]]:
-        with self.clients.waiting():
+    async def _wait_async(
+        self, future: Future, continued: Continuation | None = None
+    ) -> list[list[GenerationOutput]]:
+        with self._giving_back_on_failure(continued), self.clients.waiting():
             return await asyncio.wrap_future(future)
 
     def _finish(self, requests: list[dict], outputs: list[list[GenerationOutput]]) -> list[list[Experience]]:
@@ -439,4 +443,5 @@ class ModelWrapper(OpenAIClients):
             prompt_text=request["prompt_text"],
             response_text=sample.text,
             info={"finish_reason": sample.finish_reason},
+            sampling_mask=sample.sampling_mask,
         )

@@ -54,37 +54,31 @@ class Shortfall:
 
     def lines(self) -> list[str]:
         """What was not trained, then why."""
-        done = [f"the trainer trained {self.trained_steps} of {self.planned_steps} steps"]
-        if self.untrained_steps:
-            done.append(f"{self.untrained_steps} not trained")
-        if self.partial_steps:
-            done.append(f"{self.partial_steps} on a partial batch")
-        if self.skipped_updates:
-            done.append(f"{self.skipped_updates} with the update skipped")
-        if self.untrained_experiences:
-            done.append(f"{self.untrained_experiences} experiences written were never trained")
+        done = [f"the trainer trained {self.trained_steps} of {self.planned_steps} steps"] + _counted(
+            (self.untrained_steps, "{} not trained"),
+            (self.partial_steps, "{} on a partial batch"),
+            (self.skipped_updates, "{} with the update skipped"),
+            (self.untrained_experiences, "{} experiences written were never trained"),
+        )
         return ["; ".join(done), "why: " + "; ".join(self.causes())]
 
     def causes(self) -> list[str]:
-        causes = []
-        if self.failed_tasks:
-            causes.append(f"{self.failed_tasks} task(s) failed after their retries (see log/explorer_runner_*.log)")
-        if self.refused_experiences:
-            causes.append(
-                f"{self.refused_experiences} experience(s) were refused at the door (rollout/dropped_experiences; "
-                "see log/explorer_runner_*.log)"
-            )
-        if self.skipped_updates:
-            causes.append(
-                f"{self.skipped_updates} step(s) had non-finite gradients and skipped their update "
-                "(log/trained_samples.jsonl marks them skipped)"
-            )
-        if self.late_tasks:
-            causes.append(f"over-rollout left {self.late_tasks} late task(s) behind (explorer.over_rollout)")
-        if self.filtered_experiences:
-            causes.append(f"the experience pipeline removed {self.filtered_experiences} experience(s)")
-        if self.stale_dropped:
-            causes.append(f"staleness_control dropped {self.stale_dropped} stale experience(s)")
+        causes = _counted(
+            (self.failed_tasks, "{} task(s) failed after their retries (see log/explorer_runner_*.log)"),
+            (
+                self.refused_experiences,
+                "{} experience(s) were refused at the door (rollout/dropped_experiences; see "
+                + "log/explorer_runner_*.log)",
+            ),
+            (
+                self.skipped_updates,
+                "{} step(s) had non-finite gradients and skipped their update "
+                + "(log/trained_samples.jsonl marks them skipped)",
+            ),
+            (self.late_tasks, "over-rollout left {} late task(s) behind (explorer.over_rollout)"),
+            (self.filtered_experiences, "the experience pipeline removed {} experience(s)"),
+            (self.stale_dropped, "staleness_control dropped {} stale experience(s)"),
+        )
         if not causes:
             causes.append(
                 "the explorer's steps made fewer experiences than trainer.total_steps × buffer.train_batch_size "
@@ -92,12 +86,13 @@ class Shortfall:
             )
         if self.explorer_blocked:
             causes.append("so the explorer stopped early: it needed a weight version the trainer could not reach")
-        if self.discarded_at_sync:
-            causes.append(
-                f"{self.discarded_at_sync} experience(s), fewer than a batch, were discarded at a weight sync "
-                "(training them after it would have trained stale samples)"
-            )
-        return causes
+        return causes + _counted(
+            (
+                self.discarded_at_sync,
+                "{} experience(s), fewer than a batch, were discarded at a weight sync "
+                + "(training them after it would have trained stale samples)",
+            ),
+        )
 
     def to_metrics(self) -> dict[str, float]:
         return {PREFIX + name: float(value) for name, value in asdict(self).items()}
@@ -108,3 +103,8 @@ class Shortfall:
         if PREFIX + "planned_steps" not in record:
             return None
         return cls(**{f.name: int(record.get(PREFIX + f.name, 0)) for f in fields(cls)})
+
+
+def _counted(*counted: tuple[int, str]) -> list[str]:
+    """Each text whose count is not zero, the count put in its ``{}``."""
+    return [text.format(count) for count, text in counted if count]

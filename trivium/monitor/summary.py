@@ -65,6 +65,8 @@ class RunSummary:
     staleness_mean: float | None = None
     staleness_max: float | None = None
     off_policy: dict[str, float] = field(default_factory=dict)  # "capped"/"masked" -> mean share of tokens
+    # Sampling-mask replay: the mean size of the kept sets, and the mean share of tokens over the cap
+    replayed_masks: tuple[float, float] | None = None
     idle: dict[str, IdleTime] = field(default_factory=dict)  # role -> its waits on the other side
     startup_seconds: float | None = None  # the latest process's start to its first step
     checkpoint_steps: list[int] = field(default_factory=list)
@@ -115,6 +117,13 @@ def compute_summary(
         _, shares = series(records, key)
         if shares:
             summary.off_policy[label] = sum(shares) / len(shares)
+    _, kept_sizes = series(records, names.SAMPLING_MASK_KEPT)
+    if kept_sizes:
+        _, over_cap = series(records, names.SAMPLING_MASK_CAPPED)
+        summary.replayed_masks = (
+            sum(kept_sizes) / len(kept_sizes),
+            sum(over_cap) / len(over_cap) if over_cap else 0.0,
+        )
     for role, key in ((names.EXPLORER, names.IDLE_EXPLORER), (names.TRAINER, names.IDLE_TRAINER)):
         _, waits = series(records, key, role=role)
         if waits:
@@ -201,6 +210,12 @@ def summary_lines(summary: RunSummary) -> list[str]:
     if summary.off_policy:
         shares = ", ".join(f"{share:.1%} {label}" for label, share in summary.off_policy.items())
         lines.append(f"off-policy correction (pi_proximal / pi_engine): {shares} of tokens per step")
+    if summary.replayed_masks is not None:
+        kept, over_cap = summary.replayed_masks
+        lines.append(
+            f"sampling masks replayed: {kept:.1f} tokens kept per sampled token (mean), "
+            f"{over_cap:.1%} of tokens over the cap"
+        )
     if summary.idle:
         text = ", ".join(
             f"{role} {idle.total:.1f}s ({idle.per_step:.3f}s per step)" for role, idle in summary.idle.items()

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import ast
 import json
-import operator
 from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from trivium.core.arithmetic import BINARY_OPERATORS
 from trivium.errors import UserError
 from trivium.rewards.answers import extract_answer_tag, extract_boxed
 from trivium.rewards.registry import REWARD_FNS
@@ -24,12 +24,7 @@ WELL_FORMED_REWARD = 0.1
 # Long enough for any sensible equation; short enough that fractions stay small.
 MAX_EQUATION_CHARS = 200
 
-_OPERATORS = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-}
+_OPERATORS = {node: BINARY_OPERATORS[node] for node in (ast.Add, ast.Sub, ast.Mult, ast.Div)}
 
 
 class EquationError(ValueError):

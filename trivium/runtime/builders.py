@@ -11,6 +11,7 @@ import logging
 import os
 from typing import Any
 
+from trivium.core.keyword_fields import keyword_fields
 from trivium.explorer.dynamic_timeout import DynamicTimeout
 from trivium.explorer.explorer import EvalSet, Explorer
 from trivium.explorer.runner import RunnerPool
@@ -40,21 +41,12 @@ def build_engines(engine: EngineSettings) -> list[Any]:
 def build_wrapper(wrapper: WrapperSettings, engine: Any) -> Any:
     from trivium.models.wrapper import ModelWrapper
 
-    return ModelWrapper(
-        engine,
-        chat_template=wrapper.chat_template,
-        chat_template_path=wrapper.chat_template_path,
-        max_prompt_tokens=wrapper.max_prompt_tokens,
-        max_response_tokens=wrapper.max_response_tokens,
-        min_response_tokens=wrapper.min_response_tokens,
-        max_model_len=wrapper.max_model_len,
-        enable_prompt_truncation=wrapper.enable_prompt_truncation,
-        default_rollout_args=dict(wrapper.default_rollout_args),
-        enable_history=wrapper.enable_history,
-        enable_thinking=wrapper.enable_thinking,
-        tool_call_parser=wrapper.tool_call_parser if wrapper.enable_auto_tool_choice else None,
-        reasoning_parser=wrapper.reasoning_parser,
-    )
+    # The settings are named as ModelWrapper's arguments, but for how the explorer serves it
+    # (enable_openai_api) and whether replies are parsed into tool calls at all.
+    arguments = keyword_fields(wrapper, leave_out=("enable_openai_api", "enable_auto_tool_choice"))
+    if not wrapper.enable_auto_tool_choice:
+        arguments["tool_call_parser"] = None
+    return ModelWrapper(engine, **arguments)
 
 
 def build_wrappers(wrapper: WrapperSettings, engines: list[Any]) -> list[Any]:

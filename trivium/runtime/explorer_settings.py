@@ -34,15 +34,8 @@ def rollout_engine_settings(config: Any, compute_threads: int | None = None) -> 
     # Separate GPUs in one process: the engines take the devices after the trainer's.
     first_device = cluster.trainer_devices if on_gpu and not cluster.shared_devices and not cluster.uses_ray else None
     return EngineSettings(
-        engine_type=rollout.engine_type,
-        model_path=rollout.model_path,
-        dtype=rollout.dtype,
-        seed=int(rollout.seed),
-        max_model_len=rollout.max_model_len,
+        **_model_engine_fields(rollout),
         count=int(rollout.engine_num),
-        tensor_parallel_size=int(rollout.tensor_parallel_size),
-        gpu_memory_utilization=float(rollout.gpu_memory_utilization),
-        enforce_eager=bool(rollout.enforce_eager),
         device="cuda" if on_gpu else "cpu",
         first_device=first_device,
         enable_sleep_mode=traits_of(config.mode).takes_turns and on_gpu,
@@ -51,11 +44,32 @@ def rollout_engine_settings(config: Any, compute_threads: int | None = None) -> 
         api_key=os.environ.get(external.api_key_env) if is_external else None,
         model_name=external.model_name if is_external else _tinker_base_model(config, rollout),
         request_timeout=float(config.synchronizer.sync_timeout),
-        name=rollout.name,
-        options=engine_options(rollout),
+        options={**engine_options(rollout), **_sampling_mask_option(config)},
         rope_scaling=dict(config.model.rope_scaling) if config.model.rope_scaling else None,
         rope_theta=None if config.model.rope_theta is None else float(config.model.rope_theta),
     )
+
+
+def _model_engine_fields(model: Any) -> dict[str, Any]:
+    """The engine settings a model section gives alike for the rollout and the auxiliary models."""
+    return {
+        "engine_type": model.engine_type,
+        "model_path": model.model_path,
+        "dtype": model.dtype,
+        "seed": int(model.seed),
+        "max_model_len": model.max_model_len,
+        "tensor_parallel_size": int(model.tensor_parallel_size),
+        "gpu_memory_utilization": float(model.gpu_memory_utilization),
+        "enforce_eager": bool(model.enforce_eager),
+        "name": model.name,
+    }
+
+
+def _sampling_mask_option(config: Any) -> dict[str, int]:
+    """Sampling-mask replay: the engine records kept sets of at most this many ids (validate()
+    refused engines that cannot: config/sampling_mask_rules.py)."""
+    trainer = config.trainer
+    return {"sampling_mask_cap": int(trainer.sampling_mask_max_tokens)} if trainer.replay_sampling_mask else {}
 
 
 def _tinker_base_model(config: Any, rollout: Any) -> str | None:
@@ -66,19 +80,7 @@ def _tinker_base_model(config: Any, rollout: Any) -> str | None:
 def auxiliary_engine_settings(config: Any) -> tuple[EngineSettings, ...]:
     """One engine per auxiliary model (validate() refuses engine_num above 1: config/engine_rules.py)."""
     return tuple(
-        EngineSettings(
-            engine_type=aux.engine_type,
-            model_path=aux.model_path,
-            dtype=aux.dtype,
-            seed=int(aux.seed),
-            max_model_len=aux.max_model_len,
-            count=1,
-            tensor_parallel_size=int(aux.tensor_parallel_size),
-            gpu_memory_utilization=float(aux.gpu_memory_utilization),
-            enforce_eager=bool(aux.enforce_eager),
-            name=aux.name,
-            options=engine_options(aux),
-        )
+        EngineSettings(**_model_engine_fields(aux), count=1, options=engine_options(aux))
         for aux in config.explorer.auxiliary_models
     )
 
@@ -97,12 +99,11 @@ def rollout_wrapper_settings(config: Any) -> WrapperSettings:
     """The rollout model's limits: explorer.rollout_model overrides (resolve() filled them from model.*)."""
     model, rollout = config.model, config.explorer.rollout_model
     return WrapperSettings(
+        **_model_wrapper_fields(rollout),
         chat_template=text_or_none(model.custom_chat_template),
         chat_template_path=model.chat_template_path,
-        max_prompt_tokens=rollout.max_prompt_tokens,
         max_response_tokens=rollout.max_response_tokens,
         min_response_tokens=int(model.min_response_tokens),
-        max_model_len=rollout.max_model_len,
         enable_prompt_truncation=bool(model.enable_prompt_truncation),
         default_rollout_args={
             "temperature": model.temperature,
@@ -110,32 +111,33 @@ def rollout_wrapper_settings(config: Any) -> WrapperSettings:
             "top_k": model.top_k,
             "repetition_penalty": model.repetition_penalty,
         },
-        enable_history=bool(rollout.enable_history),
-        enable_thinking=rollout.enable_thinking,
-        enable_openai_api=bool(rollout.enable_openai_api),
-        enable_auto_tool_choice=bool(rollout.enable_auto_tool_choice),
-        tool_call_parser=named(rollout.tool_call_parser),
-        reasoning_parser=named(rollout.reasoning_parser),
     )
+
+
+def _model_wrapper_fields(model: Any) -> dict[str, Any]:
+    """The wrapper settings a model section gives alike for the rollout and the auxiliary models."""
+    return {
+        "max_prompt_tokens": model.max_prompt_tokens,
+        "max_model_len": model.max_model_len,
+        "enable_history": bool(model.enable_history),
+        "enable_thinking": model.enable_thinking,
+        "enable_openai_api": bool(model.enable_openai_api),
+        "enable_auto_tool_choice": bool(model.enable_auto_tool_choice),
+        "tool_call_parser": named(model.tool_call_parser),
+        "reasoning_parser": named(model.reasoning_parser),
+    }
 
 
 def auxiliary_wrapper_settings(config: Any) -> tuple[WrapperSettings, ...]:
     return tuple(
         WrapperSettings(
+            **_model_wrapper_fields(aux),
             chat_template=None,
             chat_template_path=None,
-            max_prompt_tokens=aux.max_prompt_tokens,
             max_response_tokens=aux.max_response_tokens or 512,
             min_response_tokens=1,
-            max_model_len=aux.max_model_len,
             enable_prompt_truncation=True,
             default_rollout_args={},
-            enable_history=bool(aux.enable_history),
-            enable_thinking=aux.enable_thinking,
-            enable_openai_api=bool(aux.enable_openai_api),
-            enable_auto_tool_choice=bool(aux.enable_auto_tool_choice),
-            tool_call_parser=named(aux.tool_call_parser),
-            reasoning_parser=named(aux.reasoning_parser),
         )
         for aux in config.explorer.auxiliary_models
     )
@@ -199,5 +201,7 @@ def explorer_settings(config: Any, engine_threads: int | None = None) -> Explore
         serve=ServeSettings(
             listen_address=str(explorer.listen_address), port=int(explorer.proxy_port),
             api_key_env=explorer.api_key_env, api_key=api_key_from_env(explorer.api_key_env),
+            status_check_interval=float(explorer.service_status_check_interval),
+            min_running_engines=int(explorer.min_running_model_num),
         ),
     )

@@ -20,7 +20,8 @@ Ending: every wait between explorer and trainer ends on a stop request, and when
 side has finished or failed (``trivium.sync.synchronizer``; a trainer waiting for experiences
 stops waiting once the explorer finishes writing). In ``both``, once a stop was requested or a
 side failed, the other gets ``sync_timeout`` plus its longest step so far to end; a loop still
-running then is reported stuck and the run ends with an error, never a hang. The loops count
+running then is reported stuck and the run ends with an error, never a hang. A lost trainer
+rank ends the run at once instead, whatever either side waits for (``stopping.fail_run``). The loops count
 what was explored, trained and lost in ``session.tally`` for the shortfall check at the end.
 
 The loops call the session and its two workers only. The workers are local objects or Ray
@@ -33,6 +34,7 @@ import logging
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from trivium.core.durations import seconds_text
@@ -41,7 +43,7 @@ from trivium.errors import ComponentDied, SyncTimeout, UserError
 from trivium.runtime.mode_loops import MODE_LOOPS
 from trivium.runtime.session import RunSession
 from trivium.runtime.startup import startup_metric
-from trivium.runtime.stopping import stop_requested
+from trivium.runtime.stopping import raise_if_failed, run_failure, stop_requested
 from trivium.runtime.workers import skipped_update
 from trivium.sync.synchronizer import VersionUnreachable
 from trivium.trainer import checkpoint as ckpt
@@ -129,6 +131,7 @@ def report_skipped_update(session: RunSession, metrics: dict[str, float], step: 
 
 
 def training_done(session: RunSession) -> bool:
+    raise_if_failed()  # a lost trainer rank: where no signal reached the waiting thread, it ends here
     return stop_requested() or session.trainer.reached_total_steps()
 
 
@@ -215,29 +218,36 @@ def run_both(session: RunSession, progress: Any = None) -> None:
     # A resumed trainer's buffer holds experiences already written (fully_async counts them).
     sync.experiences_written(session.restored_unread)
 
-    def explorer_loop() -> None:
+    def side(name: str, run: Callable[[], None], finish: Callable[[], None]) -> None:
+        """Run one side; its failure is recorded and stops the other side; ``finish`` always runs."""
         try:
-            _explore_until_stopped(session, progress, stop=stop, timed=timed)
+            run()
         except BaseException as error:
             errors.append(error)
-            logger.error("explorer failed: %s", _described(error))
+            if run_failure() not in (None, error):  # the run failed already: this side was cut off by it
+                logger.debug("%s ended by the run's failure: %r", name, error)
+            else:
+                logger.error("%s failed: %s", name, _described(error))
             stop.set()
         finally:
-            _quietly(session.explorer.finish_writing, "finishing the explorer's writes")
+            finish()
+
+    def explorer_loop() -> None:
+        side(
+            "explorer",
+            lambda: _explore_until_stopped(session, progress, stop=stop, timed=timed),
+            lambda: _quietly(session.explorer.finish_writing, "finishing the explorer's writes"),
+        )
+
+    def finish_training() -> None:
+        if not errors:
+            _quietly(lambda: session.publish_weights(copy=True), "publishing the last weights")
+        sync.trainer_finished()
+        stop.set()  # nothing will consume further rollouts
+        _quietly(session.trainer.close_reader, "closing the trainer's reader")
 
     def trainer_loop() -> None:
-        try:
-            _train_until_done(session, progress, stop=stop, timed=timed)
-        except BaseException as error:
-            errors.append(error)
-            logger.error("trainer failed: %s", _described(error))
-            stop.set()
-        finally:
-            if not errors:
-                _quietly(lambda: session.publish_weights(copy=True), "publishing the last weights")
-            sync.trainer_finished()
-            stop.set()  # nothing will consume further rollouts
-            _quietly(session.trainer.close_reader, "closing the trainer's reader")
+        side("trainer", lambda: _train_until_done(session, progress, stop=stop, timed=timed), finish_training)
 
     threads = [
         threading.Thread(target=explorer_loop, name="explorer", daemon=True),

@@ -10,8 +10,8 @@ from typing import Any
 from trivium.algorithm.advantages import ADVANTAGE_FNS, requires_critic
 from trivium.algorithm.presets import PRESETS
 from trivium.algorithm.sample_strategies import sample_strategy
+from trivium.config.lora_serving import serves_adapter
 from trivium.config.none_name import named
-from trivium.models.engine import takes_lora_adapters
 from trivium.trainer.settings import LoRASettings, LossSettings, TinkerSettings, TrainerSettings
 
 # trainer.trainer_strategy -> TrainerSettings.strategy ("fsdp" is veRL's name for the same FSDP2 code);
@@ -46,14 +46,15 @@ def loss_settings(algorithm: Any) -> LossSettings:
     )
 
 
-
 def lora_settings(config: Any) -> LoRASettings | None:
     """The adapter of model.lora_configs, or None (train all weights)."""
     adapters = config.model.lora_configs
     if not adapters:
         return None
     adapter = adapters[0]  # validate() checked its values (config/trainer_rules.py)
-    targets = adapter.target_modules if isinstance(adapter.target_modules, str) else tuple(adapter.target_modules)
+    targets = (
+        adapter.target_modules if isinstance(adapter.target_modules, str) else tuple(adapter.target_modules)
+    )
     return LoRASettings(
         rank=int(adapter.lora_rank),
         alpha=float(adapter.lora_alpha),
@@ -62,7 +63,9 @@ def lora_settings(config: Any) -> LoRASettings | None:
         dropout=float(adapter.lora_dropout),
         dtype=str(adapter.lora_dtype),
         init_path=adapter.path,
-        sync_merged=not takes_lora_adapters(config.explorer.rollout_model.engine_type),
+        sync_merged=not serves_adapter(
+            config.explorer.rollout_model.engine_type, config.explorer.rollout_model.enable_lora
+        ),
     )
 
 
@@ -84,7 +87,9 @@ def tinker_settings(config: Any) -> TinkerSettings | None:
     )
 
 
-def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads: int | None = None) -> TrainerSettings:
+def trainer_settings(
+    config: Any, model_path: str | None = None, *, cpu_threads: int | None = None
+) -> TrainerSettings:
     algorithm, trainer = config.algorithm, config.trainer
     loss = loss_settings(algorithm)
     strategy_args = dict(algorithm.sample_strategy_args or {})  # resolve() filled the strategy's defaults
@@ -110,10 +115,15 @@ def trainer_settings(config: Any, model_path: str | None = None, *, cpu_threads:
         max_token_len_per_gpu=int(trainer.max_token_len_per_gpu),
         total_steps=trainer.total_steps,
         old_logprobs_source=trainer.old_logprobs_source,
-        behaviour_weight_cap=None if trainer.behaviour_weight_cap is None else float(trainer.behaviour_weight_cap),
+        behaviour_weight_cap=None
+        if trainer.behaviour_weight_cap is None
+        else float(trainer.behaviour_weight_cap),
         behaviour_weight_range=(
-            None if trainer.behaviour_weight_range is None else tuple(float(v) for v in trainer.behaviour_weight_range)
+            None
+            if trainer.behaviour_weight_range is None
+            else tuple(float(v) for v in trainer.behaviour_weight_range)
         ),
+        replay_sampling_mask=bool(trainer.replay_sampling_mask),
         share_prompt_forward=bool(trainer.share_prompt_forward),
         pack_sequences=bool(trainer.use_remove_padding),
         gradient_checkpointing=bool(trainer.enable_gradient_checkpointing),

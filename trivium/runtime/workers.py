@@ -23,8 +23,8 @@ from typing import Any
 import torch
 
 from trivium.buffer.base import BufferExhausted
+from trivium.config.lora_serving import serves_adapter
 from trivium.core.metric_names import CRITIC_UPDATE_SKIPPED, IDLE_TRAINER, UPDATE_SKIPPED
-from trivium.models.engine import takes_lora_adapters
 from trivium.models.engine.base import InferenceEngine
 from trivium.models.lora_delta import update_bytes
 from trivium.models.model_dir import check_model_dir
@@ -168,7 +168,8 @@ class ExplorerWorker:
         sampler_path = service_sampler_path(Path(model_dir))
         if sampler_path is not None:
             return self.load_weights(WeightUpdate(version, sampler_path=sampler_path))
-        merge = not takes_lora_adapters(self.settings.explorer.rollout.engine_type)
+        rollout = self.settings.explorer.rollout
+        merge = not serves_adapter(rollout.engine_type, rollout.options.get("enable_lora"))
         return self.load_weights(WeightUpdate(version, weights=load_actor_weights(Path(model_dir), merge_adapter=merge)))
 
     def self_check(self, update: WeightUpdate) -> dict[str, float]:

@@ -14,14 +14,7 @@ import threading
 import torch
 
 from trivium.sync.collective import WeightBroadcastGroup, tensor_spec
-from trivium.sync.transport import (
-    TRANSPORTS,
-    WeightBroadcaster,
-    WeightProvider,
-    WeightReceiver,
-    WeightSender,
-    WeightTransport,
-)
+from trivium.sync.transport import TRANSPORTS, WeightProvider, WeightSender, WeightTransport
 from trivium.sync.weight_update import WeightUpdate
 
 # Stands in the staged versions for one whose shards the trainer's ranks keep (``Trainer.stage_shards``).
@@ -100,26 +93,7 @@ class CollectiveSender(WeightSender):
 class CollectiveTransport(WeightTransport):
     name = "nccl"
     needs_separate_processes = True
+    delivers_by_broadcast = True
 
     def sender(self) -> WeightSender:
         return CollectiveSender()
-
-    def connect(self, broadcaster: WeightBroadcaster | None) -> None:
-        self._broadcaster(broadcaster).connect_weight_broadcast()
-
-    def deliver(
-        self,
-        update: WeightUpdate,
-        *,
-        receiver: WeightReceiver,
-        broadcaster: WeightBroadcaster | None,
-        timeout: float,
-    ) -> dict[str, float]:
-        return self._broadcaster(broadcaster).broadcast_weights(update, timeout=timeout)
-
-    def _broadcaster(self, broadcaster: WeightBroadcaster | None) -> WeightBroadcaster:
-        if broadcaster is None:
-            raise RuntimeError(
-                "the nccl weight transport needs a placement that broadcasts between processes"
-            )
-        return broadcaster

@@ -93,6 +93,9 @@ class WeightTransport(ABC):
     name: ClassVar[str]
     # Whether versions can cross processes only by this transport's own means (a process group).
     needs_separate_processes: ClassVar[bool] = False
+    # Whether versions reach the engines by the placement's broadcast (its ``WeightBroadcaster``)
+    # instead of the explorer's receiver loading what the sender staged.
+    delivers_by_broadcast: ClassVar[bool] = False
 
     def __init__(self, *, run_dir: str | Path | None = None):
         self.run_dir = Path(run_dir) if run_dir else None
@@ -102,7 +105,10 @@ class WeightTransport(ABC):
         """A new trainer-side half, built in the trainer's process."""
 
     def connect(self, broadcaster: WeightBroadcaster | None) -> None:
-        """Join trainer and engines before the first version (a process group); nothing by default."""
+        """Join trainer and engines before the first version: the placement's process group when
+        this transport delivers by broadcast; nothing otherwise."""
+        if self.delivers_by_broadcast:
+            self._broadcaster(broadcaster).connect_weight_broadcast()
 
     def deliver(
         self,
@@ -112,10 +118,13 @@ class WeightTransport(ABC):
         broadcaster: WeightBroadcaster | None,
         timeout: float,
     ) -> dict[str, float]:
-        """Explorer side: the receiver loads the staged update, or SyncTimeout naming the version and step.
+        """Explorer side: the placement broadcasts the update (``delivers_by_broadcast``), or the
+        receiver loads the staged update, or SyncTimeout naming the version and step.
 
         A stalled engine call cannot be interrupted; the run stops instead of hanging on it.
         """
+        if self.delivers_by_broadcast:
+            return self._broadcaster(broadcaster).broadcast_weights(update, timeout=timeout)
         call = BackgroundCall(lambda: receiver.load_weights(update), name=f"load-weights-v{update.version}")
         if not call.wait(timeout):
             raise SyncTimeout(
@@ -127,6 +136,13 @@ class WeightTransport(ABC):
 
     def retire(self, update: WeightUpdate, *, newer: WeightUpdate) -> None:
         """``update`` was superseded by ``newer``: free what it holds; nothing by default."""
+
+    def _broadcaster(self, broadcaster: WeightBroadcaster | None) -> WeightBroadcaster:
+        if broadcaster is None:
+            raise RuntimeError(
+                f"the {self.name} weight transport needs a placement that broadcasts between processes"
+            )
+        return broadcaster
 
 
 TRANSPORTS: Registry[type[WeightTransport]] = Registry(

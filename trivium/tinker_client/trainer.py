@@ -18,7 +18,6 @@ service's copy of the last one.
 
 from __future__ import annotations
 
-import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import torch
 
 from trivium.core.batch import ExperienceBatch
 from trivium.core.experience import Experience
+from trivium.core.keyword_fields import keyword_fields
 from trivium.core.metric_names import UPDATE_SKIPPED
 from trivium.errors import UserError
 from trivium.tinker_client import checkpoints
@@ -37,30 +37,20 @@ from trivium.trainer.optim import lr_lambda
 from trivium.trainer.policy_objective import PolicyObjective
 from trivium.trainer.settings import TrainerSettings
 from trivium.trainer.staleness import control_staleness
+from trivium.trainer.trainer_base import TrainerBase
 
 
-class TinkerTrainer:
+class TinkerTrainer(TrainerBase):
     # Trait: weights are published as service sampler paths, never staged as tensors.
     publishes_sampler_weights = True
 
-    def __init__(
-        self,
-        settings: TrainerSettings,
-        *,
-        run_dir: str | Path,
-        tokenizer: Any = None,
-        pad_token_id: int = 0,
-        logger: logging.Logger | None = None,
-        **_local_only: Any,  # rank_launcher: the service runs the model, there are no ranks here
-    ):
+    def __init__(self, settings: TrainerSettings, *, rank_launcher: Any = None, **built_with: Any):
+        """``built_with``: ``TrainerBase``'s arguments. ``rank_launcher`` is not used: the service
+        runs the model, so there are no ranks here."""
         if settings.tinker is None:
             raise ValueError("TinkerTrainer needs settings.tinker")
-        self.settings = settings
+        super().__init__(settings, **built_with)
         self.tinker = settings.tinker
-        self.run_dir = Path(run_dir)
-        self.tokenizer = tokenizer
-        self.pad_token_id = pad_token_id
-        self.logger = logger or logging.getLogger("trivium.trainer")
         self.timeout = self.tinker.request_timeout
         self.objective = PolicyObjective(settings.loss, settings.learns_from_rollouts)
         self.lr_factor = lr_lambda(
@@ -70,7 +60,6 @@ class TinkerTrainer:
             warmup_steps=settings.lr_warmup_steps,
             min_lr_ratio=settings.min_lr_ratio,
         )
-        self.global_step = 0
         self.sampler_path: str | None = None
         self.sampler_version: int | None = None
         self.saved_state: tuple[int, str] | None = None  # (step, tinker:// path) of the last save_state
@@ -88,13 +77,9 @@ class TinkerTrainer:
                 self.timeout,
             )
         return call(
+            # The LoRA settings are named as the client's arguments; the other two are trivium's own.
             lambda: self.service.create_lora_training_client(
-                base_model=t.base_model,
-                rank=t.rank,
-                seed=t.seed,
-                train_mlp=t.train_mlp,
-                train_attn=t.train_attn,
-                train_unembed=t.train_unembed,
+                **keyword_fields(t, leave_out=("request_timeout", "name_prefix"))
             ),
             f"creating a LoRA training client of {t.base_model!r} (rank {t.rank})",
             self.timeout,

@@ -11,6 +11,9 @@ With sequence packing on (``trivium/trainer/packing.py``) a micro-batch can also
 row without padding. Each micro-batch runs the exact forward that feeds the model the fewest
 tokens among those allowed: padded, shared prompt, or packed. Every forward computes the
 language-model head only at the positions that predict a response token.
+
+With sampling-mask replay (``replay_sampling_mask``, ``sampling_mask.py``) every route scores
+each response token over the set the engine kept when it sampled it, at its temperature.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from trivium.core.batch import ExperienceBatch
 from trivium.core.experience import Experience
 from trivium.models.kv_cache import cache_keyword, output_cache
 from trivium.trainer.packing import pack, packs
+from trivium.trainer.sampling_mask import kept_set_logprobs
 from trivium.trainer.token_head import TokenStatisticsHead, chunked_token_head
 
 SHARED_PROMPT_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
@@ -53,6 +57,8 @@ def response_logits(
     if head is not None:
         # The kept positions P-1 .. P+R-1 predict the tokens P .. P+R-1 (the last predicts none).
         head.targets = F.pad(batch.input_ids[:, P : P + R], (0, 1))
+        if head.replays:
+            head.kept = _head_kept_sets(batch, 0, R, extra_position=True)
     output = model(
         input_ids=batch.input_ids,
         attention_mask=batch.attention_mask.long(),
@@ -86,6 +92,8 @@ def _packed_logits(model: torch.nn.Module, batch: ExperienceBatch, *, head: Toke
         # A kept position predicts the packed token after it (clamped at the end: padding only).
         after = (packed.keep + 1).clamp(max=packed.num_tokens - 1)
         head.targets = packed.input_ids[:, after]
+        if head.replays:
+            head.kept = _packed_kept_sets(batch, packed.kept_index, packed.keep.numel())
     output = model(**packed.forward_kwargs(), logits_to_keep=packed.keep)  # logits (1, K, V)
     return output.logits[0][packed.kept_index]
 
@@ -131,6 +139,8 @@ def _shared_prompt_logits(
     # The other response tokens are predicted from the response positions before them.
     if head is not None:
         head.targets = batch.input_ids[:, P + 1 : P + R]
+        if head.replays:
+            head.kept = _head_kept_sets(batch, 1, R)
     rest = model(
         input_ids=batch.input_ids[:, P : P + R - 1],
         attention_mask=mask[:, : P + R - 1],
@@ -142,8 +152,47 @@ def _shared_prompt_logits(
     if head is not None:
         first = first.float()
         labels = batch.input_ids[:, P : P + 1]
-        first = torch.stack([logprobs_from_logits(first, labels), entropy_from_logits(first)], dim=-1)
+        if head.replays:
+            kept, temperatures = _head_kept_sets(batch, 0, 1)
+            chosen = kept_set_logprobs(first, labels, kept, temperatures)
+        else:
+            chosen = logprobs_from_logits(first, labels)
+        first = torch.stack([chosen, entropy_from_logits(first)], dim=-1)
     return torch.cat([first, rest.logits], dim=1)
+
+
+def _head_kept_sets(
+    batch: ExperienceBatch, start: int, stop: int, *, extra_position: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kept sets (B, n, K) and temperatures (B, n) of response tokens start..stop-1, plus
+    one position without a set when the head also sees the position after the last token."""
+    kept = batch.kept_token_ids[:, start:stop]
+    if extra_position:
+        kept = F.pad(kept, (0, 0, 0, 1), value=-1)
+    return kept, batch.sampling_temperatures.unsqueeze(1).expand(kept.shape[:2])
+
+
+def _packed_kept_sets(
+    batch: ExperienceBatch, kept_index: torch.Tensor, positions: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kept sets (1, positions, K) and temperatures (1, positions) at the packed head's
+    positions; a position only padding points at gets no set (it enters no loss)."""
+    P, R = batch.prompt_length, batch.response_length
+    real = batch.attention_mask[:, P : P + R].bool()
+    kept = batch.kept_token_ids.new_full((positions, batch.kept_token_ids.shape[-1]), -1)
+    temperatures = batch.sampling_temperatures.new_ones(positions)
+    kept[kept_index[real]] = batch.kept_token_ids[real]
+    temperatures[kept_index[real]] = batch.sampling_temperatures.unsqueeze(1).expand(-1, R)[real]
+    return kept.unsqueeze(0), temperatures.unsqueeze(0)
+
+
+def _token_logprobs(logits: torch.Tensor, batch: ExperienceBatch, replay: bool) -> torch.Tensor:
+    """(B, R) logprobs of the response tokens from their (B, R, V) logits; over each token's
+    kept set at its temperature when ``replay`` and the batch carries sets."""
+    labels = batch.input_ids[:, batch.prompt_length :]
+    if replay and batch.kept_token_ids is not None:
+        return kept_set_logprobs(logits, labels, batch.kept_token_ids, batch.sampling_temperatures.unsqueeze(1))
+    return logprobs_from_logits(logits, labels)
 
 
 def response_logprobs(
@@ -154,16 +203,18 @@ def response_logprobs(
     share_prompts: bool = True,
     pack_sequences: bool = False,
     chunk_tokens: int | None = None,
+    replay_sampling_mask: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(logprobs, entropy or None), each (B, R). ``chunk_tokens``: compute the head that many
-    positions at a time (``token_head.py``), never holding the whole micro-batch's logits."""
+    positions at a time (``token_head.py``), never holding the whole micro-batch's logits.
+    ``replay_sampling_mask``: logprobs over each token's kept set (``sampling_mask.py``)."""
     with chunked_token_head(model, chunk_tokens) as head:
         if head is not None:
+            head.replays = replay_sampling_mask and batch.kept_token_ids is not None
             statistics = response_logits(model, batch, share_prompts, pack_sequences=pack_sequences, head=head)
             return statistics[..., 0], statistics[..., 1] if with_entropy else None
     logits = response_logits(model, batch, share_prompts, pack_sequences=pack_sequences).float()
-    labels = batch.input_ids[:, batch.prompt_length :]
-    logprobs = logprobs_from_logits(logits, labels)
+    logprobs = _token_logprobs(logits, batch, replay_sampling_mask)
     entropy = entropy_from_logits(logits) if with_entropy else None
     return logprobs, entropy
 
@@ -177,6 +228,7 @@ def whole_batch_logprobs(
     *,
     pack_sequences: bool = False,
     chunk_tokens: int | None = None,
+    replay_sampling_mask: bool = False,
 ) -> torch.Tensor:
     """Response logprobs (B, R) for ``batch``, computed micro-batch by micro-batch without grad."""
 
@@ -187,6 +239,7 @@ def whole_batch_logprobs(
             share_prompts=share_prompts,
             pack_sequences=pack_sequences,
             chunk_tokens=chunk_tokens,
+            replay_sampling_mask=replay_sampling_mask,
         )
         return {"logprobs": logprobs}
 
@@ -208,15 +261,15 @@ def whole_batch_entropy_terms(
     sampled tokens, the ``entropy`` and the ``expected_entropy_signal`` of each position.
 
     The expected entropy signal needs each position's whole distribution, so this pass is not
-    chunked: of the trainer's ``forward_options`` it reads ``pack_sequences`` only. It runs
-    without gradients, one micro-batch at a time."""
+    chunked: of the trainer's ``forward_options`` it reads ``pack_sequences`` and
+    ``replay_sampling_mask`` only. It runs without gradients, one micro-batch at a time."""
     pack_sequences = bool(forward_options.get("pack_sequences", False))
+    replay = bool(forward_options.get("replay_sampling_mask", False))
 
     def terms_of(micro: ExperienceBatch) -> dict[str, torch.Tensor]:
         logits = response_logits(model, micro, share_prompts, pack_sequences=pack_sequences).float()
-        labels = micro.input_ids[:, micro.prompt_length :]
         return {
-            "logprobs": logprobs_from_logits(logits, labels),
+            "logprobs": _token_logprobs(logits, micro, replay),
             "entropy": entropy_from_logits(logits),
             "expected_entropy_signal": expected_entropy_signal_from_logits(logits),
         }

@@ -15,8 +15,8 @@ otherwise).
 
 While the group lives, rank 0 watches the others (``rank_watch.py``): a rank that dies or
 stops answering ends rank 0's collectives with ``ComponentDied`` naming it, and the other
-ranks are killed. Every collective waits at most the group's timeout
-(``synchronizer.sync_timeout``).
+ranks are killed; within a run, the run ends at once, whatever it waits for. Every
+collective waits at most the group's timeout (``synchronizer.sync_timeout``).
 
 This module owns the command channel and the local processes only; what a rank computes is
 the trainer's business (``trainer.py``, ``data_parallel.py``).
@@ -77,7 +77,9 @@ class LocalProcesses(RankLauncher):
     def rendezvous_port(self, address: str) -> int:
         return int(os.environ.get("MASTER_PORT") or free_port(address))
 
-    def launch(self, rank: int, rendezvous: Rendezvous, follower: Callable[..., None], follower_args: tuple) -> Any:
+    def launch(
+        self, rank: int, rendezvous: Rendezvous, follower: Callable[..., None], follower_args: tuple
+    ) -> Any:
         process = mp.get_context("spawn").Process(
             target=local_rank_main,
             args=(rank, self.device_index(rank), rendezvous, follower, follower_args),
@@ -124,9 +126,18 @@ def ranks_started_by(launcher: RankLauncher) -> Iterator[None]:
 class RankGroup:
     """This process's place among the trainer's ranks; rank 0 also owns the others' launcher and watch."""
 
-    def __init__(self, *, rank: int, world_size: int, device_type: str, device_index: int | None = None,
-                 launcher: RankLauncher | None = None, handles: list[Any] | None = None,
-                 store: dist.Store | None = None, watch: RankWatch | None = None):
+    def __init__(
+        self,
+        *,
+        rank: int,
+        world_size: int,
+        device_type: str,
+        device_index: int | None = None,
+        launcher: RankLauncher | None = None,
+        handles: list[Any] | None = None,
+        store: dist.Store | None = None,
+        watch: RankWatch | None = None,
+    ):
         self.rank = rank
         self.world_size = world_size
         self.device_type = device_type
@@ -150,8 +161,16 @@ class RankGroup:
 
     # ------------------------------------------------------------------ start and join
     @classmethod
-    def start(cls, *, world_size: int, device_type: str, timeout: float, follower: Callable[..., None],
-              follower_args: tuple, launcher: RankLauncher | None = None) -> RankGroup:
+    def start(
+        cls,
+        *,
+        world_size: int,
+        device_type: str,
+        timeout: float,
+        follower: Callable[..., None],
+        follower_args: tuple,
+        launcher: RankLauncher | None = None,
+    ) -> RankGroup:
         """Rank 0: start ranks 1..N-1 running ``follower(group, *follower_args)`` and join them."""
         launcher = launcher or _installed_launcher or LocalProcesses()
         address = launcher.rendezvous_address()
@@ -178,9 +197,16 @@ class RankGroup:
                 watch.kill_all()
             launcher.reap(handles, wait=0)
             raise
-        return cls(rank=0, world_size=world_size, device_type=device_type,
-                   device_index=launcher.device_index(0), launcher=launcher, handles=handles, store=store,
-                   watch=watch)
+        return cls(
+            rank=0,
+            world_size=world_size,
+            device_type=device_type,
+            device_index=launcher.device_index(0),
+            launcher=launcher,
+            handles=handles,
+            store=store,
+            watch=watch,
+        )
 
     # ------------------------------------------------------------------ commands
     def announce(self, name: str, args: tuple, kwargs: dict) -> None:
@@ -248,8 +274,9 @@ class RankGroup:
                 finally:
                     self.lock.release()
             elif self.leads:
-                logger.warning("a trainer method still ran on another thread after %.0f s; killing the ranks",
-                               wait)
+                logger.warning(
+                    "a trainer method still ran on another thread after %.0f s; killing the ranks", wait
+                )
         except Exception as error:
             logger.warning("releasing the trainer ranks failed (%s); killing them", error)
         finally:
@@ -303,27 +330,39 @@ def _init_process_group(rank: int, device_index: int, rendezvous: Rendezvous, st
     # The group's own store, hosted by rank 0. (A tcp:// init_method would look for torchrun's
     # agent store at this address instead when the process runs under torchrun.)
     dist.init_process_group(
-        backend_for(rendezvous.device_type), store=store, rank=rank, world_size=rendezvous.world_size,
+        backend_for(rendezvous.device_type),
+        store=store,
+        rank=rank,
+        world_size=rendezvous.world_size,
         timeout=timedelta(seconds=rendezvous.timeout),
     )
 
 
-def follower_main(rank: int, device_index: int, rendezvous: Rendezvous, follower: Callable[..., None],
-                  follower_args: tuple) -> None:
+def follower_main(
+    rank: int, device_index: int, rendezvous: Rendezvous, follower: Callable[..., None], follower_args: tuple
+) -> None:
     """Ranks 1..N-1, in their own process: join the group, then run ``follower`` until rank 0 closes it."""
     store = connect_store(rendezvous)
     heartbeat = Heartbeat(rendezvous, rank)  # from here on rank 0 knows this process and watches it
     try:
         _init_process_group(rank, device_index, rendezvous, store)
-        group = RankGroup(rank=rank, world_size=rendezvous.world_size, device_type=rendezvous.device_type,
-                          device_index=device_index, store=store)
+        group = RankGroup(
+            rank=rank,
+            world_size=rendezvous.world_size,
+            device_type=rendezvous.device_type,
+            device_index=device_index,
+            store=store,
+        )
         follower(group, *follower_args)
     except BaseException as error:
         if is_transport_error(error):
             # Another rank went away: rank 0 names it; this rank's traceback would only repeat gloo's error.
             first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
-            print(f"trainer rank {rank} (pid {os.getpid()}): a collective failed ({first_line})",
-                  file=sys.stderr, flush=True)
+            print(
+                f"trainer rank {rank} (pid {os.getpid()}): a collective failed ({first_line})",
+                file=sys.stderr,
+                flush=True,
+            )
         else:
             traceback.print_exc()  # this process's stderr; rank 0 sees the rank end and names it
         raise
@@ -333,8 +372,9 @@ def follower_main(rank: int, device_index: int, rendezvous: Rendezvous, follower
             dist.destroy_process_group()
 
 
-def local_rank_main(rank: int, device_index: int, rendezvous: Rendezvous, follower: Callable[..., None],
-                    follower_args: tuple) -> None:
+def local_rank_main(
+    rank: int, device_index: int, rendezvous: Rendezvous, follower: Callable[..., None], follower_args: tuple
+) -> None:
     """A rank as a spawned process: Ctrl-C is rank 0's to handle (it stops the run between steps)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

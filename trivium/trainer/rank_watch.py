@@ -2,13 +2,17 @@
 
 Every rank 1..N-1 runs a ``Heartbeat`` thread: it says which process it is (pid and host)
 in the group's store, hosted by rank 0, then adds one to its counter there every second.
-Rank 0 runs a ``RankWatch`` thread that, twice a second, asks the launcher whether each
-rank's process still runs (a local process's exit code, a Ray actor's state) and reads each
-counter. A rank whose process ended, or whose counter stood still for the group's timeout
+Rank 0 runs a ``RankWatch`` thread that, twice a second and at once when a rank's process on
+this machine ends, asks the launcher whether each rank's process still runs (a local
+process's exit code, a Ray actor's state; for a process of this machine that another
+launcher started, torchrun's, its state in ``/proc``) and reads each counter. A rank whose
+process ended, or whose counter stood still for the group's timeout
 (``synchronizer.sync_timeout``: a stopped or starved process), is a ``RankFailure``: the watch
 logs it and kills every rank (none can go on without the lost one; killing a stopped rank
 is also what ends a collective rank 0 is blocked in). Rank 0's current or next collective
-then raises ``ComponentDied`` with the failure's message instead of gloo's error.
+then raises ``ComponentDied`` with the failure's message instead of gloo's error, and the
+listeners installed with ``rank_failures_reported_to`` (the run's: it ends at once, whatever
+it waits for) get that error too.
 
 A rank that loses rank 0's store (rank 0 died) exits at once, so no rank outlives the run.
 
@@ -19,14 +23,17 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
@@ -45,6 +52,21 @@ RESUME = "Resume with continue_from_checkpoint: true."
 LOST_RANK_GRACE = 3.0
 
 
+# Who else hears of a rank failure in this process (the run, which then ends at once).
+_failure_listeners: list[Callable[[ComponentDied], None]] = []
+
+
+@contextmanager
+def rank_failures_reported_to(listener: Callable[[ComponentDied], None]) -> Iterator[None]:
+    """Within the block, every watch of this process hands the ``ComponentDied`` of a rank it
+    lost to ``listener`` too (from the watch's thread, once the ranks were killed)."""
+    _failure_listeners.append(listener)
+    try:
+        yield
+    finally:
+        _failure_listeners.remove(listener)
+
+
 def process_key(rank: int) -> str:
     return f"trivium_ranks/process/{rank}"
 
@@ -61,8 +83,12 @@ def beat_interval(timeout: float) -> float:
 def connect_store(rendezvous: Rendezvous, *, hosts: bool = False) -> dist.TCPStore:
     """A connection of this process to the group's store (``hosts``: rank 0 serves it)."""
     return dist.TCPStore(
-        rendezvous.address, rendezvous.port, rendezvous.world_size, is_master=hosts,
-        timeout=timedelta(seconds=rendezvous.timeout), wait_for_workers=False,
+        rendezvous.address,
+        rendezvous.port,
+        rendezvous.world_size,
+        is_master=hosts,
+        timeout=timedelta(seconds=rendezvous.timeout),
+        wait_for_workers=False,
     )
 
 
@@ -74,6 +100,21 @@ def exit_description(exitcode: int) -> str:
         except ValueError:
             return f"killed by signal {-exitcode}"
     return f"exited with code {exitcode}"
+
+
+def ended_on_this_machine(pid: int) -> str | None:
+    """How a process of this machine that is not this one's child ended, from ``/proc``: None
+    while it runs. Its exit status is readable only until its parent reaps it."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return "its process ended"
+    except OSError:
+        return None  # no /proc here: the launcher or the heartbeat tells
+    if fields[0] not in ("Z", "X"):  # the third field of stat: the process's state
+        return None
+    status = int(fields[49])  # the 52nd field: the exit status, as waitpid reports it
+    return exit_description(-(status & 0x7F) if status & 0x7F else status >> 8)
 
 
 def is_lost_peer_error(error: BaseException) -> bool:
@@ -119,22 +160,29 @@ class RankFailure:
 
 
 def died(rank: int, process: RankProcess | str, how: str) -> RankFailure:
-    return RankFailure(rank, (
-        f"trainer rank {rank} ({process}) died: {how}. Its process was killed or crashed (out of memory, "
-        f"say; its own error, if it had one, is in the run's output). The other trainer ranks were stopped. "
-        f"{RESUME}"
-    ))
+    return RankFailure(
+        rank,
+        (
+            f"trainer rank {rank} ({process}) died: {how}. Its process was killed or crashed (out of memory, "
+            f"say; its own error, if it had one, is in the run's output). The other trainer ranks were stopped. "
+            f"{RESUME}"
+        ),
+    )
 
 
-def went_silent(rank: int, process: RankProcess | str, seconds: float, timeout: float, *,
-                collective_failed: bool = False) -> RankFailure:
+def went_silent(
+    rank: int, process: RankProcess | str, seconds: float, timeout: float, *, collective_failed: bool = False
+) -> RankFailure:
     meanwhile = " while a collective with it failed" if collective_failed else ""
-    return RankFailure(rank, (
-        f"trainer rank {rank} ({process}) stopped answering: no heartbeat for {seconds:.0f} s{meanwhile} "
-        f"({TIMEOUT_KEY} is {timeout:.0f} s); "
-        f"its process was stopped (SIGSTOP, a debugger) or starved of CPU. It was killed, and the other "
-        f"trainer ranks with it. {RESUME}"
-    ))
+    return RankFailure(
+        rank,
+        (
+            f"trainer rank {rank} ({process}) stopped answering: no heartbeat for {seconds:.0f} s{meanwhile} "
+            f"({TIMEOUT_KEY} is {timeout:.0f} s); "
+            f"its process was stopped (SIGSTOP, a debugger) or starved of CPU. It was killed, and the other "
+            f"trainer ranks with it. {RESUME}"
+        ),
+    )
 
 
 class RankWatch:
@@ -149,6 +197,9 @@ class RankWatch:
         self.processes: dict[int, RankProcess] = {}
         self.beats: dict[int, tuple[int, float]] = {}  # rank -> (count, monotonic time it last changed)
         self.failure: RankFailure | None = None
+        # pidfds of the ranks' local processes, readable once one ends, and a pipe ``stop`` writes to
+        self.exit_signals: list[int] = []
+        self.wake: tuple[int, int] | None = None
         self.lock = threading.Lock()
         self.stopped = threading.Event()
         self.thread: threading.Thread | None = None
@@ -183,17 +234,30 @@ class RankWatch:
     def start(self) -> None:
         now = time.monotonic()
         self.beats = {rank: (self.store.add(heartbeat_key(rank), 0), now) for rank in self.ranks}
+        for process in self.processes.values():
+            if process.local and hasattr(os, "pidfd_open"):
+                try:
+                    self.exit_signals.append(os.pidfd_open(process.pid))
+                except OSError:  # it ended already (the first look names it), or no pidfds here
+                    pass
+        if self.exit_signals:
+            self.wake = os.pipe()
         self.thread = threading.Thread(target=self._run, name="trainer-rank-watch", daemon=True)
         self.thread.start()
 
     def stop(self) -> None:
         """Before the ranks are released: a rank that exits from now on is not a failure."""
         self.stopped.set()
+        if self.wake is not None:
+            os.write(self.wake[1], b"!")
         if self.thread is not None and self.thread is not threading.current_thread():
             self.thread.join()
+            for descriptor in [*self.exit_signals, *(self.wake or ())]:
+                os.close(descriptor)
+            self.exit_signals, self.wake = [], None
 
     def _run(self) -> None:
-        while not self.stopped.wait(self.interval / 2):
+        while not self._wait_for_next_look():
             try:
                 with self.lock:
                     self._read_processes()
@@ -203,6 +267,15 @@ class RankWatch:
                 logger.warning("watching the trainer ranks: %s", error)
             if self.failure is not None:
                 return
+
+    def _wait_for_next_look(self) -> bool:
+        """Half an interval, or less when a local rank's process ends (its exit status is
+        readable only until its parent reaps it); True once the watch was stopped."""
+        if self.wake is not None:
+            select.select([*self.exit_signals, self.wake[0]], [], [], self.interval / 2)
+        else:
+            self.stopped.wait(self.interval / 2)
+        return self.stopped.is_set()
 
     def failure_behind_collective(self) -> RankFailure | None:
         """After a collective failed: the rank whose loss made it fail, if a rank was lost.
@@ -253,6 +326,9 @@ class RankWatch:
     def _look_for_exits(self) -> None:
         for rank, handle in zip(self.ranks, self.handles):
             how = self.launcher.exit_status(handle)
+            process = self.processes.get(rank)
+            if how is None and process is not None and process.local:
+                how = ended_on_this_machine(process.pid)  # a launcher that cannot tell (torchrun's)
             if how is not None:
                 self._fail(died(rank, self._described(rank), how))
                 return
@@ -267,8 +343,15 @@ class RankWatch:
             if count != last_count:
                 self.beats[rank] = (count, now)
             elif now - changed > (self.timeout if limit is None else limit):
-                self._fail(went_silent(rank, self._described(rank), now - changed, self.timeout,
-                                       collective_failed=limit is not None))
+                self._fail(
+                    went_silent(
+                        rank,
+                        self._described(rank),
+                        now - changed,
+                        self.timeout,
+                        collective_failed=limit is not None,
+                    )
+                )
                 return
 
     def _fail(self, failure: RankFailure) -> None:
@@ -276,6 +359,8 @@ class RankWatch:
             self.failure = failure
             logger.error("%s", failure.message)
             self.kill_all()
+            for listener in _failure_listeners:
+                listener(ComponentDied(failure.message))
 
 
 class Heartbeat:
@@ -305,7 +390,9 @@ class Heartbeat:
     def _exit(self, reason: str) -> None:
         print(
             f"trainer rank {self.rank} (pid {os.getpid()}): lost rank 0's store ({reason}); rank 0 died or "
-            "cannot be reached, so this rank exits", file=sys.stderr, flush=True,
+            "cannot be reached, so this rank exits",
+            file=sys.stderr,
+            flush=True,
         )
         os._exit(1)
 

@@ -91,6 +91,8 @@ class TrainerSettings:
     # "decoupled": the proximal policy as "auto", each token weighted by pi_prox / pi_engine, capped here.
     behaviour_weight_cap: float | None = 5.0
     behaviour_weight_range: tuple[float, float] | None = None
+    # Response logprobs over the set the engine's top-k/top-p kept (trainer/sampling_mask.py).
+    replay_sampling_mask: bool = False
     # Rows with the same prompt share one prompt pass (see trainer/forward.py).
     share_prompt_forward: bool = True
     # Micro-batches may also run packed: one row of real tokens, no padding (trainer/packing.py).

@@ -9,6 +9,10 @@ entropy of its distribution. It computes them ``chunk_size`` positions at a time
 chunk under activation checkpointing, so forward and backward hold the logits of one chunk
 at a time; the numbers equal the full computation's (tested to 1e-5, gradients included).
 
+With sampling-mask replay the caller also names each position's kept set and temperature
+(``kept``), and the logprob is taken over that set (``sampling_mask.py``); the entropy stays
+the full distribution's.
+
 The head is swapped inside the model's own forward, so every wrapper around the model
 (FSDP2's parameter gathering, peft) runs as usual. Heads that are not a plain linear layer
 (a LoRA-adapted head, for one) are left alone: ``chunked_token_head`` then yields None and
@@ -25,6 +29,7 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 from trivium.algorithm.entropy import entropy_from_logits
+from trivium.trainer.sampling_mask import kept_set_logprobs
 
 DEFAULT_CHUNK_TOKENS = 1024
 # Below this vocabulary size a micro-batch's whole logits are small, and one matmul beats chunks.
@@ -40,22 +45,30 @@ def logit_chunk_tokens(configured: int | None, model: torch.nn.Module) -> int | 
 
 
 def _chunk_statistics(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                      targets: torch.Tensor) -> torch.Tensor:
-    """(n, 2): log softmax(h W^T + b)[target] and the entropy, for n positions."""
+                      targets: torch.Tensor, kept: torch.Tensor | None = None,
+                      temperatures: torch.Tensor | None = None) -> torch.Tensor:
+    """(n, 2): log softmax(h W^T + b)[target] (over the ``kept`` (n, K) sets at ``temperatures``
+    (n,) when given) and the entropy, for n positions."""
     logits = F.linear(hidden, weight, bias).float()
-    # log p(y) = z_y - log sum_v exp(z_v)
-    chosen = torch.gather(logits, -1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    if kept is not None:
+        chosen = kept_set_logprobs(logits, targets, kept, temperatures)
+    else:
+        # log p(y) = z_y - log sum_v exp(z_v)
+        chosen = torch.gather(logits, -1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
     return torch.stack([chosen, entropy_from_logits(logits)], dim=-1)
 
 
 class TokenStatisticsHead:
     """Stands in for the head's forward; ``targets`` must be set before each model call, or
-    ``whole_logits`` for a call that needs the plain logits (then returned as usual)."""
+    ``whole_logits`` for a call that needs the plain logits (then returned as usual). With
+    ``replays``, ``kept`` (sets (..., K), temperatures (...)) must be set with the targets."""
 
     def __init__(self, head: torch.nn.Linear, chunk_size: int):
         self.head, self.chunk_size = head, chunk_size
         self.targets: torch.Tensor | None = None
         self.whole_logits = False
+        self.replays = False
+        self.kept: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden (..., H) -> (..., 2): [logprob of the target, entropy] per position."""
@@ -67,17 +80,25 @@ class TokenStatisticsHead:
             raise RuntimeError(f"the chunked head got positions {tuple(hidden.shape[:-1])} but targets {expected}")
         flat_hidden = hidden.reshape(-1, hidden.shape[-1])
         flat_targets = self.targets.reshape(-1).long()
+        flat_kept = flat_temperatures = None
+        if self.replays:
+            if self.kept is None or self.kept[0].shape[:-1] != hidden.shape[:-1]:
+                expected = None if self.kept is None else tuple(self.kept[0].shape[:-1])
+                raise RuntimeError(f"the chunked head got positions {tuple(hidden.shape[:-1])} but kept sets {expected}")
+            flat_kept = self.kept[0].reshape(-1, self.kept[0].shape[-1])
+            flat_temperatures = self.kept[1].reshape(-1)
         weight, bias = self.head.weight, self.head.bias
         pieces = []
         for start in range(0, flat_hidden.shape[0], self.chunk_size):
             part = slice(start, start + self.chunk_size)
+            sets = (None, None) if flat_kept is None else (flat_kept[part], flat_temperatures[part])
             if torch.is_grad_enabled() and flat_hidden.requires_grad:
                 pieces.append(checkpoint(
-                    _chunk_statistics, flat_hidden[part], weight, bias, flat_targets[part], use_reentrant=False
+                    _chunk_statistics, flat_hidden[part], weight, bias, flat_targets[part], *sets, use_reentrant=False
                 ))
             else:
-                pieces.append(_chunk_statistics(flat_hidden[part], weight, bias, flat_targets[part]))
-        self.targets = None  # one forward, one set of targets
+                pieces.append(_chunk_statistics(flat_hidden[part], weight, bias, flat_targets[part], *sets))
+        self.targets = self.kept = None  # one forward, one set of targets
         return torch.cat(pieces).reshape(*hidden.shape[:-1], 2)
 
 

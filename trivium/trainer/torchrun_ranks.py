@@ -12,9 +12,11 @@ end of the run rank 0 releases them and every process exits.
 The hand-over goes through the store of torch's ``env://`` rendezvous (the one torchrun's
 agent hosts, or rank 0 when no agent does). Rank r computes on ``cuda:LOCAL_RANK``. If rank
 0 dies, the waiting processes lose the store and exit with an error, so torchrun ends the job.
-A rank that dies is torchrun's to notice (it ends every process of the job); one that stops
-answering is rank 0's watch's (``rank_watch.py``), which kills it by its pid when it runs on
-rank 0's machine, else rank 0's collective with it ends at the group's timeout.
+A rank that dies or stops answering is rank 0's watch's to name (``rank_watch.py``): it sees
+a process of rank 0's machine end at once (and reads how from ``/proc`` before torchrun's
+agent reaps it), kills a silent one by its pid, and the run ends with its message naming the
+rank and pid; torchrun's agent, seeing the process gone, then stops the job and prints its
+own report, which names the same process. A rank on another machine is named by its silence.
 """
 
 from __future__ import annotations
@@ -66,7 +68,9 @@ class LaunchedWorld:
                 f"{', '.join(missing)} {verb} not set; start it with torchrun, which sets {', '.join(LAUNCHER_VARIABLES)}"
             )
         return cls(
-            rank=int(environ["RANK"]), world_size=int(world_size), local_rank=int(environ["LOCAL_RANK"]),
+            rank=int(environ["RANK"]),
+            world_size=int(world_size),
+            local_rank=int(environ["LOCAL_RANK"]),
             master_addr=environ["MASTER_ADDR"],
         )
 
@@ -91,7 +95,9 @@ class TorchrunRanks(RankLauncher):
     def device_index(self, rank: int) -> int:
         return self.world.local_rank  # rank 0's; each other process uses its own LOCAL_RANK
 
-    def launch(self, rank: int, rendezvous: Rendezvous, follower: Callable[..., None], follower_args: tuple) -> str:
+    def launch(
+        self, rank: int, rendezvous: Rendezvous, follower: Callable[..., None], follower_args: tuple
+    ) -> str:
         if rank not in self.jobs:
             raise UserError(
                 f"trainer.data_parallel_size is {rendezvous.world_size} but torchrun started "
@@ -103,9 +109,11 @@ class TorchrunRanks(RankLauncher):
         return job
 
     def reap(self, handles: list[Any], *, wait: float) -> None:
+        if wait <= 0:
+            return  # after a failure: the watch killed the ranks' processes, torchrun's agent reaps them
         for job in handles:
             try:
-                self.store.wait([f"done/{job}"], timedelta(seconds=max(wait, 1.0)))
+                self.store.wait([f"done/{job}"], timedelta(seconds=wait))
             except Exception:  # a timeout, or the store is gone: nothing more to wait for
                 logger.warning("trainer rank job %s did not report done within %.0f s", job, wait)
 

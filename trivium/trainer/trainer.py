@@ -18,8 +18,8 @@ every batch's micro-batches (``data_parallel.py``) and the update equals one pro
 
 from __future__ import annotations
 
-import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,44 +42,41 @@ from trivium.core.experience import Experience, episode_index
 from trivium.core.metric_names import CRITIC_UPDATE_SKIPPED, UPDATE_SKIPPED
 from trivium.registry import load_plugin_dir, loaded_plugin_dirs
 from trivium.trainer import lora
-from trivium.trainer.data_parallel import DataParallel
+from trivium.trainer.data_parallel import DataParallel, MicroBatchShare
 from trivium.trainer.engine_logprobs import engine_old_logprobs
 from trivium.trainer.forward import response_logprobs, whole_batch_entropy_terms, whole_batch_logprobs
 from trivium.trainer.fsdp import clip_gradients
 from trivium.trainer.micro_batch import loss_scale, plan_micro_batches
 from trivium.trainer.policy_objective import PolicyObjective
 from trivium.trainer.rank_group import RankGroup, RankLauncher, follow, on_every_rank
+from trivium.trainer.sampling_mask import require_sampling_masks, sampling_mask_metrics
 from trivium.trainer.settings import TrainerSettings
 from trivium.trainer.staleness import control_staleness
 from trivium.trainer.token_head import logit_chunk_tokens
+from trivium.trainer.trainer_base import TrainerBase
 from trivium.trainer.trainer_checkpoints import TrainerCheckpoints
 from trivium.trainer.trainer_setup import build_trainer_models
 from trivium.trainer.weight_source import WeightSource
 
 
-class Trainer(WeightSource, TrainerCheckpoints):
+class Trainer(TrainerBase, WeightSource, TrainerCheckpoints):
     def __init__(
         self,
         settings: TrainerSettings,
         *,
-        run_dir: str | Path,
-        tokenizer: Any = None,
-        pad_token_id: int = 0,
-        logger: logging.Logger | None = None,
         rank_group: RankGroup | None = None,
         rank_launcher: RankLauncher | None = None,
+        **built_with: Any,
     ):
+        """``built_with``: ``TrainerBase``'s arguments (run_dir, tokenizer, pad_token_id, logger)."""
+        TrainerBase.__init__(self, settings, **built_with)
         # Rank 0 starts the other ranks first: they load their models while it loads its own.
         if rank_group is None and settings.data_parallel_size > 1:
-            rank_group = start_ranks(settings, run_dir=run_dir, pad_token_id=pad_token_id, launcher=rank_launcher)
+            rank_group = start_ranks(
+                settings, run_dir=self.run_dir, pad_token_id=self.pad_token_id, launcher=rank_launcher
+            )
         self.rank_group = rank_group
         self.parallel = DataParallel(rank=rank_group.rank, world_size=rank_group.world_size) if rank_group else DataParallel()
-        self.settings = settings
-        self.run_dir = Path(run_dir)
-        self.tokenizer = tokenizer
-        self.pad_token_id = pad_token_id
-        self.logger = logger or logging.getLogger("trivium.trainer")
-        self.global_step = 0
         # The KL penalty's coefficient; the adaptive controller moves it after every penalty.
         self.kl_penalty_coef = settings.loss.kl_penalty_coef
         # Sharded: this rank's shards of weight versions staged for a streamed broadcast
@@ -111,6 +108,9 @@ class Trainer(WeightSource, TrainerCheckpoints):
         experiences, stale_metrics = self.apply_staleness_control(experiences)
         if not experiences:
             return {"trainer/skipped_empty_batch": 1.0, **stale_metrics}
+        if self.settings.replay_sampling_mask:
+            require_sampling_masks(experiences)
+            stale_metrics.update(sampling_mask_metrics(experiences))
         batch = ExperienceBatch.from_experiences(
             experiences, self.pad_token_id, train_truncated_episodes=self.settings.truncation == "keep"
         ).to(self.device)
@@ -155,12 +155,13 @@ class Trainer(WeightSource, TrainerCheckpoints):
 
     @property
     def forward_options(self) -> dict[str, bool | int | None]:
-        """Which exact forwards a micro-batch may run (trainer/forward.py picks the cheapest), and
-        how many positions the head computes at a time."""
+        """Which exact forwards a micro-batch may run (trainer/forward.py picks the cheapest), how
+        many positions the head computes at a time, and whether logprobs replay the sampling mask."""
         return {
             "share_prompts": self.share_prompts,
             "pack_sequences": self.settings.pack_sequences,
             "chunk_tokens": logit_chunk_tokens(self.settings.logit_chunk_tokens, self.actor),
+            "replay_sampling_mask": self.settings.replay_sampling_mask,
         }
 
     def plan(self, batch: ExperienceBatch) -> list[list[int]]:
@@ -219,8 +220,7 @@ class Trainer(WeightSource, TrainerCheckpoints):
     def compute_values(self, batch: ExperienceBatch, plan: list[list[int]]) -> torch.Tensor:
         values = torch.zeros_like(batch.response_mask)
         with torch.no_grad():
-            for share in self.parallel.micro_batches(plan):
-                micro = batch.select(share.rows)
+            for share, micro in self._micro_batches(batch, plan):
                 computed = self.critic.response_values(micro, packed=self.settings.pack_sequences)
                 if share.counts:
                     values[share.rows, : micro.response_length] = computed
@@ -309,9 +309,8 @@ class Trainer(WeightSource, TrainerCheckpoints):
         skipped = 0  # optimizer steps left out: non-finite gradients
         for _ in range(self.settings.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
-            for share in self.parallel.micro_batches(plan):
+            for share, micro in self._micro_batches(batch, plan):
                 rows = share.rows
-                micro = batch.select(rows)
                 R = micro.response_length
                 logprobs, entropy = response_logprobs(
                     self.actor, micro, with_entropy=objective.wants_entropy, **self.forward_options
@@ -332,13 +331,8 @@ class Trainer(WeightSource, TrainerCheckpoints):
                 if share.counts:
                     for key, value in step_metrics.items():
                         totals[key] = totals.get(key, 0.0) + value * weight / self.settings.ppo_epochs
-            grad_norm = clip_gradients(self.actor.parameters(), self.settings.grad_clip)
-            if torch.isfinite(grad_norm):
-                self.optimizer.step()
-            else:
-                skipped += 1
-                self.logger.warning("non-finite actor grad norm %s at step %d; update skipped", grad_norm, self.global_step)
-            self.scheduler.step()
+            grad_norm, skip = self._update("actor", self.actor, self.optimizer, self.scheduler)
+            skipped += skip
         totals = self.parallel.sum_metrics(totals)
         totals[UPDATE_SKIPPED] = float(skipped)
         totals["actor/grad_norm"] = float(grad_norm)
@@ -365,9 +359,8 @@ class Trainer(WeightSource, TrainerCheckpoints):
         skipped = 0
         for _ in range(self.settings.ppo_epochs):
             self.critic_optimizer.zero_grad(set_to_none=True)
-            for share in self.parallel.micro_batches(plan):
+            for share, micro in self._micro_batches(batch, plan):
                 rows = share.rows
-                micro = batch.select(rows)
                 R = micro.response_length
                 values = self.critic.response_values(micro, packed=self.settings.pack_sequences)
                 loss, metrics = clipped_value_loss(
@@ -385,16 +378,34 @@ class Trainer(WeightSource, TrainerCheckpoints):
                 totals["critic/vf_loss"] = totals.get("critic/vf_loss", 0.0) + float(loss.detach()) * weight
                 for key, value in metrics.items():
                     totals[f"critic/{key}"] = totals.get(f"critic/{key}", 0.0) + float(value) * weight
-            norm = clip_gradients(self.critic.parameters(), self.settings.grad_clip)
-            if torch.isfinite(norm):
-                self.critic_optimizer.step()
-            else:
-                skipped += 1
-                self.logger.warning("non-finite critic grad norm %s at step %d; update skipped", norm, self.global_step)
-            self.critic_scheduler.step()
+            _, skip = self._update("critic", self.critic, self.critic_optimizer, self.critic_scheduler)
+            skipped += skip
         totals = self.parallel.sum_metrics(totals)
         totals[CRITIC_UPDATE_SKIPPED] = float(skipped)
         return totals
+
+    def _micro_batches(
+        self, batch: ExperienceBatch, plan: list[list[int]]
+    ) -> Iterator[tuple[MicroBatchShare, ExperienceBatch]]:
+        """This rank's micro-batches of ``batch`` by ``plan`` (``DataParallel.micro_batches``), each
+        with its share: the rows, and whether they count or only join the other ranks' collectives."""
+        for share in self.parallel.micro_batches(plan):
+            yield share, batch.select(share.rows)
+
+    def _update(
+        self, name: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
+    ) -> tuple[torch.Tensor, bool]:
+        """Clip ``model``'s gradients and step ``optimizer``, unless their norm is not finite (the
+        update is skipped, with a warning); ``scheduler`` steps either way. Returns the norm and
+        whether the update was skipped."""
+        norm = clip_gradients(model.parameters(), self.settings.grad_clip)
+        skipped = not torch.isfinite(norm)
+        if skipped:
+            self.logger.warning("non-finite %s grad norm %s at step %d; update skipped", name, norm, self.global_step)
+        else:
+            optimizer.step()
+        scheduler.step()
+        return norm, skipped
 
     # ------------------------------------------------------------------ version
     # (what a weight sync sends: weight_source.py; checkpoints: trainer_checkpoints.py)

@@ -10,16 +10,15 @@ hole, an unreadable reply or running out of ``max_env_steps`` (default 6). Metri
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 from trivium.envs.frozen_lake import FrozenLake
 from trivium.errors import UserError
-from trivium.workflows.multi_turn import EnvStep, MultiTurnEnvWorkflow, StepWiseRewardWorkflow
+from trivium.workflows.multi_turn import EnvStep, MultiTurnEnvWorkflow, StepWiseRewardWorkflow, WonOrLostGame
 from trivium.workflows.prompting import system_prompt_for, with_system_prompt
 from trivium.workflows.registry import register_builtin
 
 
-class FrozenLakeGame:
+class FrozenLakeGame(WonOrLostGame):
     """The environment half shared by the episode-level and step-wise workflows."""
 
     default_max_env_steps = 6
@@ -34,22 +33,13 @@ class FrozenLakeGame:
                 f"row columns: {', '.join(map(str, self.task.raw))} (set workflow_args.map_key)."
             )
         self.lake = FrozenLake(self.task.raw[key])
-        self.success = False
+        self.won = False
         system_prompt = system_prompt_for(self.task, self.workflow_args, None)
         return with_system_prompt(system_prompt, self.lake.observation())
 
     def step(self, reply: str) -> EnvStep:
         result = self.lake.move(reply)
-        self.success = result.success
-        return EnvStep(
-            observation=None if result.done else result.observation,
-            reward=1.0 if result.success else 0.0,
-            done=result.done,
-            metrics={"invalid_moves": 0.0 if result.valid else 1.0},
-        )
-
-    def episode_metrics(self) -> dict[str, Any]:
-        return {"accuracy": 1.0 if self.success else 0.0}
+        return self.game_step(result, result.observation, invalid_metric="invalid_moves")
 
     def state_key(self) -> str:
         """The map with the player's position: equal for two steps from the same cell of the same lake."""

@@ -13,6 +13,8 @@ turn as response, everything before it as prompt), all sharing an ``episode_id``
 its own (``step``); each step also carries its own reward as ``info['step_reward']`` and,
 when the environment names its state (``state_key``), ``info['env_state_hash']``.
 
+``WonOrLostGame`` scores the steps of a game that is won or lost (frozen lake, guessing).
+
 workflow_args: ``max_env_steps`` (model turns per episode), ``system_prompt``.
 """
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from trivium.core.episode_turns import latest_reply
 from trivium.core.experience import Experience
@@ -37,6 +39,35 @@ class EnvStep:
     reward: float
     done: bool
     metrics: dict[str, float] = field(default_factory=dict)
+
+
+class GameResult(Protocol):
+    """What a game's move returns (``trivium.envs``): whether it ended the game, won it, was a move."""
+
+    done: bool
+    success: bool
+    valid: bool
+
+
+class WonOrLostGame:
+    """The environment half of a game that is won or lost: a step's reward is 1 for the win, else
+    0, and the episode's ``accuracy`` is whether it was won. Mixed in before the workflow class."""
+
+    won = False
+
+    def game_step(self, result: GameResult, observation: str, *, invalid_metric: str) -> EnvStep:
+        """The step a move made: ``observation`` unless the game is over; ``invalid_metric`` is 1
+        when the reply was no valid move."""
+        self.won = result.success
+        return EnvStep(
+            observation=None if result.done else observation,
+            reward=1.0 if result.success else 0.0,
+            done=result.done,
+            metrics={invalid_metric: 0.0 if result.valid else 1.0},
+        )
+
+    def episode_metrics(self) -> dict[str, float]:
+        return {"accuracy": 1.0 if self.won else 0.0}
 
 
 class MultiTurnEnvWorkflow(Workflow):

@@ -6,21 +6,25 @@ package (``trivium init data --task textworld`` writes them; see
 objective and the admissible commands. The first user message is the objective, the room's
 description and the admissible commands as a numbered list; every later one is the game's
 answer to the last command and the new list. Each ends with "Reply with the number of one
-command."
+command." ``workflow_args.rendering: compact`` (default ``full``) leaves out the room's
+description, the "Commands:" line and that last line (``trivium.envs.textworld_game``):
+about half the prompt tokens.
 
 A reply is read as a command when it is a listed number or, ignoring case and extra spaces,
 the text of a listed command. Any other reply is an invalid move: it is counted, never sent
-to the game, and it ends the episode with reward 0 (multi_step_grpo gives an episode's
-advantage to all its turns, so a won episode must not carry unreadable replies). At most
-``max_env_steps`` (default 4) turns. Reward: 1 when the game is won, 0 otherwise (lost,
-invalid move, out of turns, out of context); no shaping. Metrics: ``accuracy`` (won),
-``invalid_moves``, ``env_steps`` (turns answered), ``truncated`` (ended by ``max_env_steps``
-or a full context: the game neither won nor lost, and no invalid move).
+to the game, and it ends the episode (multi_step_grpo gives an episode's advantage to all
+its turns, so a won episode must not carry unreadable replies). At most ``max_env_steps``
+(default 4) turns. Reward: 1 when the game is won, 0 otherwise (lost, out of turns, out of
+context), and ``workflow_args.invalid_reply_reward`` (default 0; e.g. -1 makes an unreadable
+reply worse than a wrong command) for an invalid move; no other shaping. Metrics:
+``accuracy`` (won), ``invalid_moves``, ``env_steps`` (turns answered), ``truncated`` (ended
+by ``max_env_steps`` or a full context: the game neither won nor lost, and no invalid move).
 """
 
 from __future__ import annotations
 
 from trivium.envs.textworld_game import (
+    RENDERINGS,
     clean_feedback,
     first_observation,
     game_call,
@@ -40,6 +44,7 @@ class TextWorldGame:
     """The environment half shared by the episode-level and step-wise workflows."""
 
     default_max_env_steps = 4
+    episode_arg_names = ("rendering", "invalid_reply_reward")
     # Read by the configuration rules: a run is refused before it starts when this is missing.
     environment = "TextWorld"
     required_package = "textworld"
@@ -47,6 +52,12 @@ class TextWorldGame:
 
     def reset(self) -> list[dict]:
         where = f"textworld task {self.task.index} of taskset '{self.task.taskset_name}'"
+        self.rendering = self.workflow_args.get("rendering", "full")
+        if self.rendering not in RENDERINGS:
+            raise UserError(
+                f"workflow_args.rendering must be one of {', '.join(RENDERINGS)}, got {self.rendering!r}"
+            )
+        self.invalid_reply_reward = invalid_reply_reward(self.workflow_args)
         game_file = self.task.raw.get(GAME_COLUMN)
         if not game_file:
             raise UserError(
@@ -61,7 +72,7 @@ class TextWorldGame:
             ) from error
         self.won = self.lost = self.invalid_move = False
         system_prompt = system_prompt_for(self.task, self.workflow_args, None)
-        return with_system_prompt(system_prompt, first_observation(self.state))
+        return with_system_prompt(system_prompt, first_observation(self.state, self.rendering))
 
     def step(self, reply: str) -> EnvStep:
         commands = list(self.state.admissible_commands)
@@ -69,14 +80,16 @@ class TextWorldGame:
         if command is None:
             self.invalid_move = True
             self.close()
-            return EnvStep(None, 0.0, True, {"invalid_moves": 1.0})
+            return EnvStep(None, float(self.invalid_reply_reward), True, {"invalid_moves": 1.0})
         with game_call():
             self.state, _score, done = self.env.step(command)
         self.won, self.lost = bool(self.state.won), bool(self.state.lost)
         if done:
             self.close()
             return EnvStep(None, 1.0 if self.won else 0.0, True, {"invalid_moves": 0.0})
-        observation = with_commands(clean_feedback(self.state.feedback), self.state.admissible_commands)
+        observation = with_commands(
+            clean_feedback(self.state.feedback), self.state.admissible_commands, self.rendering
+        )
         return EnvStep(observation, 0.0, False, {"invalid_moves": 0.0})
 
     def episode_metrics(self) -> dict[str, float]:
@@ -101,3 +114,10 @@ class TextWorldWorkflow(TextWorldGame, MultiTurnEnvWorkflow):
 @register_builtin("textworld_step_wise")
 class TextWorldStepWiseWorkflow(TextWorldGame, StepWiseRewardWorkflow):
     """One experience per model turn."""
+
+
+def invalid_reply_reward(workflow_args: dict) -> float:
+    value = workflow_args.get("invalid_reply_reward", 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserError(f"workflow_args.invalid_reply_reward must be a number (e.g. -1), got {value!r}")
+    return float(value)

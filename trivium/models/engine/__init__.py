@@ -43,6 +43,8 @@ def _create_hf(model_path: str | None, **kwargs) -> InferenceEngine:
 
 # Trait: the hf engine applies LoRA adapters sent alone (it merges them into its layers).
 _create_hf.takes_lora_adapters = True
+# Trait: built with ``sampling_mask_cap``, the hf engine records each token's kept set.
+_create_hf.records_sampling_masks = True
 
 
 @ENGINES.register("vllm")
@@ -50,6 +52,12 @@ def _create_vllm(model_path: str, **kwargs) -> InferenceEngine:
     from trivium.models.engine.vllm import VLLMEngine
 
     return VLLMEngine(model_path, **kwargs)
+
+
+# Traits: vLLM serves a LoRA adapter sent alone as an adapter of its own (models/engine/vllm_lora.py),
+# started with vLLM's LoRA options (enable_lora, lora_kwargs; config/lora_serving.py).
+_create_vllm.takes_lora_adapters = True
+_create_vllm.takes_lora_engine_options = True
 
 
 @ENGINES.register("external")
@@ -75,6 +83,16 @@ def takes_lora_adapters(engine_type: str) -> bool:
         return False
 
 
+def records_sampling_masks(engine_type: str) -> bool:
+    """Whether engines of ``engine_type`` record each sampled token's kept set when built with
+    ``sampling_mask_cap`` (sampling-mask replay). Plugin engines say so with a
+    ``records_sampling_masks`` attribute on their factory."""
+    try:
+        return bool(getattr(ENGINES.get(engine_type), "records_sampling_masks", False))
+    except RegistryError:
+        return False
+
+
 def create_engine(engine_type: str = "hf", model_path: str | None = None, **kwargs) -> InferenceEngine:
     """Build an engine. Common keywords: dtype, seed, max_model_len; others are backend-specific,
     including the rollout-engine options of the config (``schema.InferenceModelConfig`` fields
@@ -86,4 +104,5 @@ def create_engine(engine_type: str = "hf", model_path: str | None = None, **kwar
     return factory(model_path=model_path, **kwargs)
 
 
-__all__ = ["ENGINES", "GenerationOutput", "InferenceEngine", "SamplingParams", "create_engine", "takes_lora_adapters"]
+__all__ = ["ENGINES", "GenerationOutput", "InferenceEngine", "SamplingParams", "create_engine", "records_sampling_masks",
+           "takes_lora_adapters"]

@@ -14,6 +14,7 @@ from typing import Literal
 
 import torch
 
+from trivium.core.sampling_mask import SamplingMask
 from trivium.errors import UserError
 
 
@@ -72,6 +73,8 @@ class GenerationOutput:
     text: str
     finish_reason: Literal["stop", "length"]
     model_version: int = 0  # the weights that produced it
+    # Each token's kept set, from engines that record them (``records_sampling_masks``) when asked.
+    sampling_mask: SamplingMask | None = None
 
 
 class InferenceEngine(ABC):
@@ -79,12 +82,18 @@ class InferenceEngine(ABC):
 
     Logprobs, both from ``generate`` and ``compute_logprobs``, are log-softmax of the model's
     raw logits (temperature 1, no top-k/top-p/penalty): the same quantity the trainer
-    recomputes, so the two can be compared directly.
+    recomputes, so the two can be compared directly. Sampling-mask replay is the exception:
+    an engine with ``records_sampling_masks`` built with a ``sampling_mask_cap`` reports
+    ``generate``'s logprobs over each token's kept set at the sampling temperature, which the
+    trainer then recomputes the same way.
     """
 
     tokenizer = None
     # Trait: ``replay_logprobs`` runs the engine's sampling path (the weight-sync self-check uses it).
     replays_samples = False
+    # Trait: built with ``sampling_mask_cap``, ``generate`` records each sampled token's kept set
+    # (``GenerationOutput.sampling_mask``) and reports logprobs under the truncated distribution.
+    records_sampling_masks = False
     # Trait: the engine's own workers join the trainer's weight broadcast group
     # (``weight_broadcast_ranks`` / ``join_weight_broadcast`` / ``receive_weight_broadcast``);
     # otherwise the process hosting the engine receives the buckets and calls ``update_weights``.

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 import torch
 
+from trivium.core.sampling_mask import SamplingMask
 from trivium.models.engine.base import SamplingParams
 from trivium.models.engine.sampling import BatchSampler
+from trivium.models.engine.sampling_mask import KeptSetLog
 
 # Drop finished rows once at least this fraction of the running rows is done (and 4+ rows).
 COMPACT_FRACTION = 0.25
@@ -27,6 +29,7 @@ class SampledRow:
     token_ids: list[int]
     logprobs: list[float]
     finish_reason: str
+    sampling_mask: SamplingMask | None = None  # only with a kept_set_cap
 
 
 def left_pad(prompts: Sequence[Sequence[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -70,18 +73,21 @@ def sample_rows(
     pad_token_id: int,
     generator: torch.Generator | None,
     forced_tokens: Sequence[Sequence[int]] | None = None,
+    kept_set_cap: int | None = None,
 ) -> list[SampledRow]:
     """Sample one continuation per row; ``params[i].max_tokens`` must already fit the model.
 
     ``forced_tokens[i]`` (a replay) makes row ``i`` pick those tokens in turn instead of
-    drawing; its logprobs are then the ones sampling would report for them.
+    drawing; its logprobs are then the ones sampling would report for them. ``kept_set_cap``
+    (sampling-mask replay): record each token's kept set (``sampling_mask.py``).
     """
     rows = len(prompts)
     input_ids, mask = left_pad(prompts, pad_token_id)
     positions = (mask.long().cumsum(dim=1) - 1).clamp(min=0)
     max_new = max(p.max_tokens for p in params)
     max_tokens = torch.tensor([p.max_tokens for p in params], dtype=torch.long)
-    sampler = BatchSampler(params, stop_token_ids, vocab_size)
+    sampler = BatchSampler(params, stop_token_ids, vocab_size, kept_set_cap if forced_tokens is None else None)
+    kept_sets = None if sampler.kept_set_cap is None else KeptSetLog(rows, [p.temperature for p in params])
 
     seen = None
     if sampler.any_penalty:
@@ -110,6 +116,8 @@ def sample_rows(
     for step in range(max_new):
         step_forced = None if forced is None else forced[row_ids, step]
         tokens, logprobs = sampler.sample(logits, step, seen, generator, step_forced)
+        if kept_sets is not None:
+            kept_sets.add(row_ids, *sampler.step_kept)
         if compacted:
             out_tokens[row_ids, step] = tokens
             out_logprobs[row_ids, step] = logprobs
@@ -154,6 +162,7 @@ def sample_rows(
                 token_ids=out_tokens[row, :length].tolist(),
                 logprobs=out_logprobs[row, :length].tolist(),
                 finish_reason="stop" if bool(stopped[row]) else "length",
+                sampling_mask=None if kept_sets is None else kept_sets.mask(row, length),
             )
         )
     return results

@@ -50,6 +50,7 @@ class HFEngine(InferenceEngine):
     """Sample from a transformers model. Thread-safe: calls are serialised by a lock."""
 
     replays_samples = True
+    records_sampling_masks = True
 
     def __init__(
         self,
@@ -62,6 +63,7 @@ class HFEngine(InferenceEngine):
         use_fast_decoder: bool = True,
         version: int = 0,
         compute_threads: int | None = None,
+        sampling_mask_cap: int | None = None,
     ):
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -72,6 +74,8 @@ class HFEngine(InferenceEngine):
         # torch threads of the thread that samples (None: leave as is). Under OpenMP the count is
         # per OS thread, so it is set on every call; see trivium/runtime/cpu_share.py.
         self.compute_threads = compute_threads
+        # Sampling-mask replay: record kept sets of at most this many ids (None: off).
+        self.sampling_mask_cap = sampling_mask_cap
         self._generator = torch.Generator(device="cpu").manual_seed(seed)
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
         self.pad_token_id = self._pad_token_id()
@@ -161,6 +165,7 @@ class HFEngine(InferenceEngine):
                     text=self.tokenizer.decode(sampled.token_ids, skip_special_tokens=True),
                     finish_reason=sampled.finish_reason,
                     model_version=version,
+                    sampling_mask=sampled.sampling_mask,
                 )
             )
         return outputs
@@ -189,6 +194,7 @@ class HFEngine(InferenceEngine):
             vocab_size=self.vocab_size,
             pad_token_id=self.pad_token_id,
             generator=generator,
+            kept_set_cap=self.sampling_mask_cap,
         )
 
     def replay_logprobs(self, sequences: list[list[int]], prompt_lengths: list[int]) -> list[torch.Tensor]:

@@ -5,7 +5,10 @@ top-k, top-p) with per-row parameters, and the draw itself. Knows nothing about 
 caches. Every function works on ``(B, V)`` float32 logits.
 
 The logprob returned for a sampled token is log-softmax of the RAW logits (temperature 1,
-before any processing): the quantity the trainer recomputes from the same weights.
+before any processing): the quantity the trainer recomputes from the same weights. With a
+``kept_set_cap`` (sampling-mask replay, ``sampling_mask.py``) it is instead the logprob under
+the truncated, renormalised distribution at the row's temperature, and each step's kept sets
+are left in ``step_kept``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from collections.abc import Sequence
 
 import torch
 
+from trivium.errors import UserError
 from trivium.models.engine.base import SamplingParams
+from trivium.models.engine.sampling_mask import kept_set_step
 
 NEG_INF = float("-inf")
 
@@ -63,9 +68,15 @@ class BatchSampler:
     """Per-row sampling state for one generation batch; rows can be dropped as they finish."""
 
     def __init__(
-        self, params: Sequence[SamplingParams], stop_token_ids: Sequence[Sequence[int]], vocab_size: int
+        self,
+        params: Sequence[SamplingParams],
+        stop_token_ids: Sequence[Sequence[int]],
+        vocab_size: int,
+        kept_set_cap: int | None = None,
     ):
         self.vocab_size = vocab_size
+        self.kept_set_cap = kept_set_cap
+        self.step_kept: tuple[torch.Tensor, torch.Tensor] | None = None
         rows = len(params)
         self.temperature = torch.tensor([p.temperature for p in params], dtype=torch.float32).view(rows, 1)
         self.greedy = self.temperature.view(-1) == 0
@@ -94,6 +105,14 @@ class BatchSampler:
         self.stop_mask = stop_token_mask(self.stop_ids, vocab_size)
         # No processing besides stop blocking: sample straight from the raw distribution.
         self.plain = not (self.any_greedy or self.any_penalty or self.any_temperature or self.any_filter)
+        if kept_set_cap is not None:
+            if self.any_penalty:
+                raise UserError(
+                    "sampling-mask replay (trainer.replay_sampling_mask) cannot record sampling with a "
+                    "repetition_penalty: the penalised logits are not the model's; remove the penalty"
+                )
+            self.plain = False
+            self.truncates = ((self.top_k < vocab_size) | (self.top_p < 1)).view(-1)
 
     def keep_rows(self, index: torch.Tensor) -> None:
         for name in (
@@ -107,6 +126,8 @@ class BatchSampler:
             "stop_mask",
         ):
             setattr(self, name, getattr(self, name)[index])
+        if self.kept_set_cap is not None:
+            self.truncates = self.truncates[index]
 
     def is_stop(self, tokens: torch.Tensor) -> torch.Tensor:
         """(B,) bool: the token is one of its row's stop ids."""
@@ -159,6 +180,18 @@ class BatchSampler:
             tokens = draw(logits.softmax(dim=-1), generator)
             if self.any_greedy:
                 tokens = torch.where(self.greedy, logits.argmax(dim=-1), tokens)
+        if self.kept_set_cap is not None:
+            logprobs, counts, kept = kept_set_step(
+                logits,
+                raw_logprobs,
+                tokens,
+                temperature=self.temperature,
+                truncates=self.truncates,
+                greedy=self.greedy,
+                cap=self.kept_set_cap,
+            )
+            self.step_kept = (counts, kept)
+            return tokens, logprobs
         return tokens, raw_logprobs.gather(1, tokens.unsqueeze(1)).squeeze(1)
 
 

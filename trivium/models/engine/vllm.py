@@ -10,10 +10,11 @@ between trivium and vLLM:
   logprobs come back as vLLM produced them (no re-tokenization). Logprobs are vLLM's
   ``raw_logprobs`` (log-softmax of the raw logits, before temperature and top-k/top-p), the
   quantity the trainer recomputes;
-- weights: ``update_weights`` sends buckets of tensors to every worker through
-  ``WeightSyncExtension`` (``vllm_extension.py``), then reads the served version back; when
-  the engine is a Ray actor, its workers join the trainer's weight broadcast group and
-  receive the buckets themselves (``join_weight_broadcast`` / ``receive_weight_broadcast``);
+- weights (``vllm_weights.py``): whole weights in buckets to every worker, the trainer's
+  broadcast received by the workers themselves, or a LoRA adapter alone (with ``enable_lora``,
+  derived from ``model.lora_configs``, ``config/lora_serving.py``; vLLM starts with its LoRA
+  options, ``lora_kwargs``) served as a new vLLM adapter tagged with the update's version.
+  Every request is served with the current adapter; version 0 is the base model;
 - the self-check's replay: ``replay_logprobs`` samples given responses through ``generate``,
   each token forced by the ``ForcedTokens`` logits processor (``vllm_forced_tokens.py``);
 - sleep: with ``enable_sleep_mode`` the engine sleeps when parked between explorer steps
@@ -22,14 +23,10 @@ between trivium and vLLM:
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
 
 from trivium.errors import UserError
 from trivium.models.engine.base import (
@@ -39,6 +36,7 @@ from trivium.models.engine.base import (
     check_prompt_lengths,
     params_per_prompt,
 )
+from trivium.models.engine.vllm_weights import DEFAULT_BUCKET_BYTES, VLLMWeightLoading
 from trivium.models.rope import rope_config_overrides
 
 WORKER_EXTENSION = "trivium.models.engine.vllm_extension.WeightSyncExtension"
@@ -47,7 +45,14 @@ FORCED_TOKENS_PROCESSOR = "trivium.models.engine.vllm_forced_tokens:ForcedTokens
 # imports vLLM's worker-side classes, so it is not imported here).
 FORCED_TOKENS_KEY = "trivium_forced_tokens"
 # Engine arguments this adapter sets itself; an engine option may not override them.
-RESERVED_OPTIONS = {"model", "tokenizer", "logprobs_mode", "worker_extension_cls", "skip_tokenizer_init", "hf_overrides"}
+RESERVED_OPTIONS = {
+    "model",
+    "tokenizer",
+    "logprobs_mode",
+    "worker_extension_cls",
+    "skip_tokenizer_init",
+    "hf_overrides",
+}
 # Engine arguments with a key of their own in explorer.rollout_model.
 ROLLOUT_MODEL_KEYS = {
     "dtype",
@@ -58,7 +63,6 @@ ROLLOUT_MODEL_KEYS = {
     "enforce_eager",
     "enable_sleep_mode",
 }
-DEFAULT_BUCKET_BYTES = 256 * 2**20
 
 
 def _import_vllm():
@@ -73,32 +77,7 @@ def _import_vllm():
     return vllm
 
 
-def weight_buckets(
-    state_dict: Mapping[str, torch.Tensor], bucket_bytes: int
-) -> Iterator[dict[str, torch.Tensor]]:
-    """Split ``state_dict`` in order into buckets of at most ``bucket_bytes`` (a bigger tensor
-    gets a bucket of its own). Tensors are copied to contiguous CPU memory that shares no
-    storage with another, as safetensors requires (tied embeddings share theirs)."""
-    bucket: dict[str, torch.Tensor] = {}
-    size = 0
-    for name, tensor in state_dict.items():
-        nbytes = tensor.numel() * tensor.element_size()
-        if bucket and size + nbytes > bucket_bytes:
-            yield bucket
-            bucket, size = {}, 0
-        bucket[name] = tensor.detach().to("cpu", copy=True).contiguous()
-        size += nbytes
-    if bucket:
-        yield bucket
-
-
-def _shared_memory_dir() -> str | None:
-    """A RAM-backed directory for weight buckets when the machine has one (Linux /dev/shm)."""
-    shm = Path("/dev/shm")
-    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
-
-
-class VLLMEngine(InferenceEngine):
+class VLLMEngine(VLLMWeightLoading, InferenceEngine):
     replays_samples = True
     joins_weight_broadcast = True
 
@@ -117,12 +96,17 @@ class VLLMEngine(InferenceEngine):
         bucket_bytes: int = DEFAULT_BUCKET_BYTES,
         rope_scaling: Mapping[str, Any] | None = None,
         rope_theta: float | None = None,
+        enable_lora: bool = False,
+        lora_kwargs: Mapping[str, Any] | None = None,
         **more_engine_options: Any,
     ):
         vllm = _import_vllm()
         self._vllm = vllm
         options = {**dict(engine_options or {}), **more_engine_options}
         _check_engine_options(options)
+        lora_options = _lora_options(enable_lora, lora_kwargs)
+        self.model_path = str(model_path)
+        self.start_adapters(enabled=bool(enable_lora))
         if enable_sleep_mode:
             _check_sleep_mode_available()
         self.max_model_len = max_model_len
@@ -143,7 +127,9 @@ class VLLMEngine(InferenceEngine):
             worker_extension_cls=WORKER_EXTENSION,
             logits_processors=[*(options.pop("logits_processors", None) or []), FORCED_TOKENS_PROCESSOR],
             # The trainer loads the model with the same overrides (models/rope.py).
-            hf_overrides=rope_config_overrides(model_path, rope_scaling=rope_scaling, rope_theta=rope_theta) or None,
+            hf_overrides=rope_config_overrides(model_path, rope_scaling=rope_scaling, rope_theta=rope_theta)
+            or None,
+            **lora_options,
             **options,
         )
         if self.max_model_len is None:
@@ -190,6 +176,7 @@ class VLLMEngine(InferenceEngine):
             [TokensPrompt(prompt_token_ids=list(p)) for p in prompts],
             sampling_params=[self._vllm_params(p, len(prompt)) for p, prompt in zip(per_prompt, prompts)],
             use_tqdm=False,
+            lora_request=self._lora_request,
         )
         outputs = []
         for prompt, result, p in zip(prompts, results, per_prompt):
@@ -230,11 +217,18 @@ class VLLMEngine(InferenceEngine):
         scoring = self._vllm.SamplingParams(
             max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False
         )
-        results = self.llm.generate(
-            [TokensPrompt(prompt_token_ids=list(s)) for s in sequences],
-            sampling_params=scoring,
-            use_tqdm=False,
-        )
+        prompts = [TokensPrompt(prompt_token_ids=list(s)) for s in sequences]
+        if self._lora_request is None:
+            results = self.llm.generate(prompts, sampling_params=scoring, use_tqdm=False)
+        else:
+            # vLLM 0.32 applies its LoRA logits layer to prompt logprobs with one adapter index per
+            # request of the batch, not per prompt token: a batch of several fails. One at a time.
+            results = [
+                self.llm.generate(
+                    [prompt], sampling_params=scoring, use_tqdm=False, lora_request=self._lora_request
+                )[0]
+                for prompt in prompts
+            ]
         scored = []
         for sequence, prompt_length, result in zip(sequences, prompt_lengths, results):
             # prompt_logprobs[t] maps token t's id to its logprob given tokens < t (None for t = 0).
@@ -282,6 +276,7 @@ class VLLMEngine(InferenceEngine):
             [TokensPrompt(prompt_token_ids=list(sequences[i][: prompt_lengths[i]])) for i in replayed],
             sampling_params=requests,
             use_tqdm=False,
+            lora_request=self._lora_request,
         )
         for index, result in zip(replayed, results):
             (completion,) = result.outputs
@@ -292,61 +287,10 @@ class VLLMEngine(InferenceEngine):
                     f"where {list(response)} was forced"
                 )
             scored[index] = torch.tensor(
-                [step[token].logprob for step, token in zip(completion.logprobs, response)], dtype=torch.float32
+                [step[token].logprob for step, token in zip(completion.logprobs, response)],
+                dtype=torch.float32,
             )
         return scored
-
-    # ---- weights -------------------------------------------------------------------------
-
-    def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> int:
-        """Send ``state_dict`` bucket by bucket to every worker, tag it ``version``, and return
-        the version the workers report back. The prefix cache is cleared: cached KV entries
-        were computed by the old weights."""
-        self._wake()
-        self.llm.collective_rpc("trivium_begin_update")
-        with tempfile.TemporaryDirectory(prefix="trivium-vllm-weights-", dir=_shared_memory_dir()) as folder:
-            for index, bucket in enumerate(weight_buckets(state_dict, self.bucket_bytes)):
-                path = os.path.join(folder, f"bucket_{index}.safetensors")
-                save_file(bucket, path)
-                del bucket
-                loaded = self.llm.collective_rpc("trivium_load_bucket", args=(path,))
-                os.remove(path)
-                if len(set(loaded)) != 1:
-                    raise RuntimeError(
-                        f"vLLM workers loaded different numbers of tensors from one bucket: {loaded}"
-                    )
-        self.llm.collective_rpc("trivium_finish_update", args=(int(version),))
-        self.llm.reset_prefix_cache()
-        self._version = self._served_version()
-        return self._version
-
-    def weight_broadcast_ranks(self) -> int:
-        """How many ranks this engine takes in a weight broadcast group: one per vLLM worker."""
-        return int(self.llm.llm_engine.vllm_config.parallel_config.world_size)
-
-    def join_weight_broadcast(
-        self, *, address: str, port: int, rank: int, world_size: int, backend: str, timeout: float
-    ) -> None:
-        """Every worker joins the trainer's broadcast group (``trivium.sync.collective``), the
-        worker of vLLM rank ``r`` as rank ``rank + r``. Blocks until the whole group has joined."""
-        self._wake()
-        self.llm.collective_rpc(
-            "trivium_join_broadcast", args=(address, int(port), int(rank), int(world_size), backend, float(timeout))
-        )
-
-    def receive_weight_broadcast(self, spec: Sequence[tuple[str, tuple[int, ...], str]], version: int) -> int:
-        """Receive the tensors of ``spec`` broadcast by the trainer, bucket by bucket in every
-        worker, load them, tag them ``version``, and return the version the workers report."""
-        self._wake()
-        self.llm.collective_rpc("trivium_begin_update")
-        plain = [[str(name), [int(d) for d in shape], str(dtype)] for name, shape, dtype in spec]
-        loaded = self.llm.collective_rpc("trivium_receive_broadcast", args=(plain,))
-        if len(set(loaded)) != 1 or loaded[0] != len(plain):
-            raise RuntimeError(f"vLLM workers loaded {loaded} tensors of the {len(plain)} broadcast")
-        self.llm.collective_rpc("trivium_finish_update", args=(int(version),))
-        self.llm.reset_prefix_cache()
-        self._version = self._served_version()
-        return self._version
 
     def _served_version(self) -> int:
         """The version every worker says it serves (the handshake), checked to agree."""
@@ -376,6 +320,16 @@ class VLLMEngine(InferenceEngine):
         if llm is not None:
             llm.llm_engine.engine_core.shutdown()
             self.llm = None
+        self._lora_request = None
+
+
+def _lora_options(enable_lora: bool, lora_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """vLLM's engine arguments for serving an adapter (none without ``enable_lora``)."""
+    if lora_kwargs and not enable_lora:
+        raise UserError("explorer.rollout_model.lora_kwargs needs enable_lora: true")
+    options = {"enable_lora": True, **dict(lora_kwargs or {})} if enable_lora else {}
+    _check_engine_options(options)
+    return options
 
 
 def _check_engine_options(options: Mapping[str, Any]) -> None:

@@ -11,7 +11,10 @@ on GPUs) and receives the buckets straight into its own memory; only the tensor 
 crosses vLLM's channel.
 
 The worker keeps the version of the weights it serves, so the engine's version handshake
-reads it back from the worker instead of trusting its own bookkeeping.
+reads it back from the worker instead of trusting its own bookkeeping. Under LoRA serving the
+version is the current adapter's: ``trivium_serve_adapter`` tags it once the worker holds the
+adapter; over a broadcast the adapter's tensors arrive in every worker and the first writes them
+as a peft-format directory (``vllm_lora.py``) that vLLM then loads.
 
 This module is imported inside vLLM's worker processes: besides torch and safetensors it
 uses only ``trivium.sync.collective`` (itself torch only), imported when a worker joins.
@@ -77,6 +80,31 @@ class WeightSyncExtension:
             self._trivium_load(bucket)
             count += len(bucket)
         return count
+
+    def trivium_receive_adapter_broadcast(self, spec: list, folder: str, base_model: str) -> int:
+        """Receive a broadcast LoRA adapter (``lora_delta`` names); the worker of rank 0 writes it
+        into ``folder`` for vLLM to load. Returns how many tensors arrived."""
+        from trivium.models.engine.vllm_lora import write_adapter_dir
+        from trivium.models.lora_delta import split_update
+
+        group = self.trivium_broadcast_group
+        if group is None:
+            raise RuntimeError("this vLLM worker has not joined a weight broadcast group")
+        received: dict = {}
+        for bucket in group.receive([(name, tuple(shape), dtype) for name, shape, dtype in spec]):
+            received.update(bucket)
+        if int(getattr(self, "rank", 0)) == 0:
+            _, lora_a, lora_b = split_update(received)
+            write_adapter_dir(lora_a, lora_b, folder, base_model=base_model)
+        return len(received)
+
+    def trivium_serve_adapter(self, lora_id: int, version: int) -> int:
+        """Confirm this worker holds the LoRA adapter ``lora_id`` and tag it ``version``."""
+        held = set(self.model_runner.list_loras())
+        if int(lora_id) not in held:
+            raise RuntimeError(f"vLLM worker holds LoRA adapters {sorted(held)}, not {lora_id}")
+        self.trivium_weight_version = int(version)
+        return self.trivium_weight_version
 
     def trivium_finish_update(self, version: int) -> int:
         """Repack the layers that are still pending, tag the weights ``version``, return it."""

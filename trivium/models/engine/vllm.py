@@ -218,11 +218,12 @@ class VLLMEngine(VLLMWeightLoading, InferenceEngine):
             max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False
         )
         prompts = [TokensPrompt(prompt_token_ids=list(s)) for s in sequences]
-        if self._lora_request is None:
+        if not self.lora_enabled:
             results = self.llm.generate(prompts, sampling_params=scoring, use_tqdm=False)
         else:
-            # vLLM 0.32 applies its LoRA logits layer to prompt logprobs with one adapter index per
-            # request of the batch, not per prompt token: a batch of several fails. One at a time.
+            # vLLM 0.32 started with LoRA applies its LoRA logits layer to prompt logprobs with one
+            # adapter index per request of the batch, not per prompt token: a batch of several
+            # fails, with an adapter served or not. One at a time.
             results = [
                 self.llm.generate(
                     [prompt], sampling_params=scoring, use_tqdm=False, lora_request=self._lora_request

@@ -16,6 +16,7 @@ BENCHMARKS = [
     ["time_to_target/run.py"],
     ["time_to_target/run.py", "--task", "countdown", "--systems", "trl", "colocate", "both"],
     ["asynchrony.py"],
+    ["contention.py"],
     ["startup.py"],
     ["scaling.py"],
 ]

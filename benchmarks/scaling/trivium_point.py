@@ -48,7 +48,8 @@ class StageClock:
 
 
 def build_system(model_path: str, run_dir: Path, logit_chunk_tokens: int | None = None):
-    """The engine and the trainer, each with its own copy of the weights, as ``colocate`` holds them."""
+    """The engine and the trainer as ``colocate`` holds them when it syncs every step: the engine
+    computes with the trainer's tensors (one copy of the weights)."""
     from trivium.models.engine.hf import HFEngine
     from trivium.trainer.settings import LossSettings, TrainerSettings
     from trivium.trainer.trainer import Trainer
@@ -61,6 +62,7 @@ def build_system(model_path: str, run_dir: Path, logit_chunk_tokens: int | None 
                           advantage_fn="grpo", loss_agg_mode="token-mean"),
     )
     trainer = Trainer(settings, run_dir=run_dir, tokenizer=engine.tokenizer, pad_token_id=engine.pad_token_id)
+    engine.hold_weights(trainer.weights_for_sync())
     return engine, trainer
 
 

@@ -21,6 +21,9 @@ from pathlib import Path  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import common  # noqa: E402
+from trivium.runtime.openmp_defaults import apply_openmp_defaults  # noqa: E402
+
+apply_openmp_defaults()  # what the `trivium` command does first, before torch is imported
 
 CONFIG = """
 project: time_to_target

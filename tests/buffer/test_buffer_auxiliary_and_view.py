@@ -29,6 +29,38 @@ def test_auxiliary_sft_cycles_epochs(tmp_path, tokenizer):
     assert again.read(1)[0].response_tokens.tolist() == reader.read(1)[0].response_tokens.tolist()
 
 
+def test_auxiliary_rows_are_formatted_once_and_later_epochs_get_equal_fresh_copies(tmp_path, tokenizer, monkeypatch):
+    rows = [{"question": "two plus three ?", "answer": "five"}, {"question": "hi", "answer": "hello"}]
+    reader = create_reader(sft_storage(tmp_path, rows), tokenizer=tokenizer)
+    first = reader.read(2)
+    renders = []
+    monkeypatch.setattr(reader.formatter, "format", lambda row: renders.append(row))
+    second = reader.read(2)
+    assert renders == [], "the second epoch reused the first one's tokens"
+    by_tokens = {tuple(e.tokens.tolist()): e for e in first}
+    assert len(by_tokens) == 2 and len(second) == 2
+    for again in second:
+        before = by_tokens[tuple(again.tokens.tolist())]
+        assert again.prompt_length == before.prompt_length
+        assert again.action_mask.tolist() == before.action_mask.tolist()
+        assert again.eid != before.eid
+        again.tokens[0] = -1  # the trainer may annotate what it reads; the kept row stays as it was
+        again.info["seen"] = True
+    third = reader.read(2)
+    assert all(e.tokens[0] != -1 and "seen" not in e.info for e in third)
+
+
+def test_auxiliary_rows_beyond_the_budget_are_formatted_each_time(tmp_path, tokenizer, monkeypatch):
+    import trivium.buffer.auxiliary as auxiliary
+
+    rows = [{"question": "two plus three ?", "answer": "five"}, {"question": "hi", "answer": "hello"}]
+    reader = create_reader(sft_storage(tmp_path, rows), tokenizer=tokenizer)
+    monkeypatch.setattr(auxiliary, "FORMATTED_TOKEN_BUDGET", 0)
+    first = sorted(e.tokens.tolist() for e in reader.read(2))
+    assert reader._formatted == {}, "nothing is kept beyond the budget"
+    assert sorted(e.tokens.tolist() for e in reader.read(2)) == first
+
+
 def test_auxiliary_dpo_detected_from_columns(tmp_path, tokenizer):
     rows = [{"question": "hi", "chosen": "hello", "rejected": "bye"}]
     reader = create_reader(sft_storage(tmp_path, rows), tokenizer=tokenizer)

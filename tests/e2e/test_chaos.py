@@ -304,7 +304,7 @@ FLAKY_ENGINE_PLUGIN = textwrap.dedent(
                 self.raised += 1
                 raise RuntimeError("injected: CUDA out of memory")
             if self.calls == 6:
-                time.sleep(12)  # longer than max_timeout
+                time.sleep(7)  # longer than max_timeout
             return self.inner.generate(prompts, params)
 
         def update_weights(self, state_dict, version):
@@ -325,9 +325,9 @@ def _flaky_engine_run(assets, tmp_path, *, stall_sync_at: int, steps: int):
     (plugins / "flaky_engine.py").write_text(FLAKY_ENGINE_PLUGIN)
     config = base_config(assets, tmp_path / "runs")
     config["buffer"]["total_steps"] = steps
-    config["explorer"].update(max_timeout=8, max_retry_times=2)
+    config["explorer"].update(max_timeout=5, max_retry_times=2)
     config["explorer"]["rollout_model"] = {"engine_type": "flaky_engine:create"}
-    config["synchronizer"]["sync_timeout"] = 8
+    config["synchronizer"]["sync_timeout"] = 5
     env = dict(os.environ, CHAOS_STALL_SYNC_AT=str(stall_sync_at))
     started = time.monotonic()
     completed = subprocess.run(run_command(write_config(tmp_path, config), "--plugin-dir", str(plugins)),
@@ -347,7 +347,7 @@ def test_engine_calls_that_raise_or_stall_are_retried_and_the_run_finishes(asset
     if list(trained_lineage(run_dir)) != [1, 2, 3, 4]:
         problems.append(f"trained steps {list(trained_lineage(run_dir))}")
     conclude(
-        "engine faults (`colocate`)", "generate raises twice for one prompt, one call stalls 12 s (max_timeout 8 s)", problems,
+        "engine faults (`colocate`)", "generate raises twice for one prompt, one call stalls 7 s (max_timeout 5 s)", problems,
         "the failed and timed-out attempts were retried and logged; all 4 steps trained",
     )
 
@@ -362,7 +362,7 @@ def test_a_weight_sync_that_stalls_ends_the_run_with_a_message_not_a_hang(assets
     if "weight version 2" not in message or "sync_timeout" not in message or "explorer at step" not in message:
         problems.append(f"the error does not name the version, step and setting: {message[-600:]}")
     conclude(
-        "weight sync stalls (`colocate`)", "the engine never confirms version 2 (sync_timeout 8 s)", problems,
+        "weight sync stalls (`colocate`)", "the engine never confirms version 2 (sync_timeout 5 s)", problems,
         f"stopped after {seconds:.0f} s with exit {completed.returncode}: "
         + next((line for line in message.splitlines() if "weight version 2" in line), "").strip()[:160],
     )

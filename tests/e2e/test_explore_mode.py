@@ -48,7 +48,7 @@ def test_explore_writes_scored_experiences_and_survives_broken_workflows(assets,
     config["buffer"]["explorer_input"]["default_workflow_type"] = "flaky"
     config["buffer"]["trainer_input"]["experience_buffer"] = {"name": "explored", "storage_type": "sql", "path": str(db)}
     config["explorer"].update(
-        {"max_timeout": 5, "max_retry_times": 1, "runner_per_model": 6, "runner_state_report_interval": 1}
+        {"max_timeout": 3, "max_retry_times": 1, "runner_per_model": 6, "runner_state_report_interval": 1}
     )
     assert main(["run", "--config", write_config(tmp_path, config), "--plugin-dir", str(plugins)]) == 0
 

@@ -98,16 +98,19 @@ def test_both_mode_splits_the_usable_cores_not_the_machines(monkeypatch):
     assert split_cores() == (2, 1)
 
 
-def test_openmp_defaults_set_passive_waiting_and_a_thread_count_when_a_quota_leaves_fewer_cores():
+def test_openmp_defaults_set_a_short_spin_and_a_thread_count_when_a_quota_leaves_fewer_cores():
     environment = {}
     apply_openmp_defaults(environment, cores=3, affinity=8)
-    assert environment == {"OMP_NUM_THREADS": "3", "OMP_WAIT_POLICY": "PASSIVE"}
+    assert environment == {"OMP_NUM_THREADS": "3", "GOMP_SPINCOUNT": "30000"}
     no_quota = {}
     apply_openmp_defaults(no_quota, cores=8, affinity=8)
-    assert no_quota == {"OMP_WAIT_POLICY": "PASSIVE"}  # OpenMP already takes one thread per core of the mask
+    assert no_quota == {"GOMP_SPINCOUNT": "30000"}  # OpenMP already takes one thread per core of the mask
 
 
 def test_openmp_defaults_keep_the_users_values():
-    chosen = {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "ACTIVE"}
+    chosen = {"OMP_NUM_THREADS": "1", "GOMP_SPINCOUNT": "0"}
     apply_openmp_defaults(chosen, cores=3, affinity=8)
-    assert chosen == {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "ACTIVE"}
+    assert chosen == {"OMP_NUM_THREADS": "1", "GOMP_SPINCOUNT": "0"}
+    policy = {"OMP_WAIT_POLICY": "ACTIVE"}  # the user's policy sets the spin count itself
+    apply_openmp_defaults(policy, cores=8, affinity=8)
+    assert policy == {"OMP_WAIT_POLICY": "ACTIVE"}

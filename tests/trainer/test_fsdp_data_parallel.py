@@ -184,7 +184,7 @@ def test_sharded_checkpoint_sync_writes_one_bucket_at_a_time(tiny_model_dir, tmp
     try:
         sharded.train_step(experiences)
         directory = sync_weights_dir(tmp_path / "two", sharded.model_version)
-        bucket_bytes = 64 * 1024
+        bucket_bytes = 512 * 1024  # several buckets of the 3.3 MB model; each gc.collect() below costs tenths of a second
         metrics = sharded.write_sync_weights(str(directory), bucket_bytes=bucket_bytes)
     finally:
         sharded.close()
@@ -210,7 +210,7 @@ def test_staged_shards_stream_the_staged_version_one_bucket_at_a_time(tiny_model
     single.train_step(first)
     version_one = single.weights_for_sync()
 
-    bucket_bytes = 64 * 1024
+    bucket_bytes = 512 * 1024  # several buckets of the 3.3 MB model; each gc.collect() below costs tenths of a second
     sent: list[list[torch.Tensor]] = []
     alive_at_send: list[int] = []
     earlier: list[weakref.ref] = []

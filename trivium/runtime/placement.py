@@ -43,7 +43,8 @@ class Placement(ABC):
         return None
 
     def placed(self) -> None:
-        """Both sides are built and connected (a placement may record where they landed)."""
+        """Both sides are started; wait until they are built (a placement may record where they
+        landed). The weight transport connects them after."""
 
     def shutdown(self) -> None:
         """Stop what ``__init__`` started; the sides are closed already."""

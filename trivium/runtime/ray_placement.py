@@ -230,10 +230,7 @@ class RayPlacement(Placement):
             )
             self.handles[name] = handle
             self.engine_handles.append(handle)
-        for index, handle in enumerate(self.engine_handles):
-            with actor_errors(f"rollout_engine_{index}"):
-                ray.get(handle.version.remote())
-        return self.engine_handles
+        return self.engine_handles  # built while the other actors are: ``placed`` waits for them
 
     def explorer(self) -> ExplorerSide:
         import ray
@@ -243,9 +240,7 @@ class RayPlacement(Placement):
             self.settings, engines, 1
         )
         self.handles["explorer"] = handle
-        proxy = ActorProxy(handle, "explorer")
-        proxy.step()  # waits for the constructor: its errors surface here
-        return cast("ExplorerSide", proxy)
+        return cast("ExplorerSide", ActorProxy(handle, "explorer"))
 
     def trainer(self, resume_step: int | None, transport: WeightTransport) -> TrainerSide:
         import ray
@@ -264,11 +259,15 @@ class RayPlacement(Placement):
         )
         self.handles["trainer"] = handle
         self.trainer_handle = handle
-        proxy = ActorProxy(handle, "trainer")
-        proxy.global_step()
-        return cast("TrainerSide", proxy)
+        return cast("TrainerSide", ActorProxy(handle, "trainer"))
 
     def placed(self) -> None:
+        """Every actor was started without waiting for it, so their processes import and load in
+        parallel; wait for each constructor here, in the order they were started (the first
+        error names its actor), then record where they landed."""
+        for name, handle in self.handles.items():
+            if not name.startswith("queue:"):
+                call_actor(handle, name, "pid")
         self.write_actor_table()
 
     def write_actor_table(self) -> None:

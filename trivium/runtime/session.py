@@ -66,6 +66,8 @@ class RunSession:
                 self._resume_trainer_input()
             if self.explorer is not None:
                 self._resume_explorer()
+            if self._engines_may_hold_trainer_weights():
+                self._hold_trainer_weights()
         except BaseException:
             self.close()
             raise
@@ -79,9 +81,9 @@ class RunSession:
             self.trainer = placement.trainer(self.resume_step, self.synchronizer.transport)
         if traits.explores:
             self.explorer = placement.explorer()
+        placement.placed()
         if self.trainer is not None and self.explorer is not None:
             self.synchronizer.connect(placement.weight_broadcaster())
-        placement.placed()
 
     def _monitor(self, role: str) -> Any:
         from trivium.monitor.factory import create_monitor
@@ -165,6 +167,26 @@ class RunSession:
             "%d buffered ones sampled after it are dropped (their steps are explored again)",
             self.restored_unread, self.resume_step, dropped,
         )
+
+    def _engines_may_hold_trainer_weights(self) -> bool:
+        """Explorer and trainer take turns in this process, and every trained step is synced
+        before the next rollout: the engines may compute with the trainer's own tensors instead
+        of a copy, and the process holds one copy of the weights instead of two."""
+        settings = self.settings
+        trainer = settings.trainer
+        return (
+            self.trainer is not None and self.explorer is not None
+            and settings.traits.takes_turns and not self.placement.separate_processes
+            and self.synchronizer.transport.hands_over_own_tensors
+            and settings.sync.interval == 1 and settings.sync.offset == 0
+            and trainer.lora is None and trainer.data_parallel_size == 1
+        )
+
+    def _hold_trainer_weights(self) -> None:
+        update = self.trainer.current_weights()
+        if update.weights is None:  # the weights live on a training service
+            return
+        self.explorer.hold_weights(update)
 
     # ------------------------------------------------------------------ logging
     def log_explorer(self, metrics: dict[str, float] | None, step: int) -> None:

@@ -160,6 +160,18 @@ class ExplorerWorker:
         sent = {} if weights is None else {"sync/bytes": float(update_bytes(weights))}
         return {"time/sync": time.perf_counter() - start, **sent, **update.metrics}
 
+    def hold_weights(self, update: WeightUpdate) -> int:
+        """Engines that can (``holds_outside_weights``) compute with the update's tensors
+        themselves from now on; the bytes of their own weights given up."""
+        weights = update.load()
+        freed = sum(engine.hold_weights(weights) for engine in self.engines if engine.holds_outside_weights)
+        if freed:
+            self.log.info(
+                "the rollout engines compute with the trainer's weights (explorer and trainer take turns, "
+                "synced every step): %.1f MB of their own copies freed", freed / 2**20,
+            )
+        return freed
+
     def load_checkpoint_weights(self, step: int) -> dict[str, float]:
         """Serve the actor weights of ``global_step_<step>`` (resume, explore mode, bench)."""
         return self.load_model_weights(str(ckpt.step_dir(self.run_dir, step) / "actor"), step)

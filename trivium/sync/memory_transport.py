@@ -22,6 +22,7 @@ class MemorySender(WeightSender):
 @TRANSPORTS.register("memory")
 class MemoryTransport(WeightTransport):
     name = "memory"
+    hands_over_own_tensors = True
 
     def sender(self) -> WeightSender:
         return MemorySender()

@@ -96,6 +96,8 @@ class WeightTransport(ABC):
     # Whether versions reach the engines by the placement's broadcast (its ``WeightBroadcaster``)
     # instead of the explorer's receiver loading what the sender staged.
     delivers_by_broadcast: ClassVar[bool] = False
+    # Whether the sender can hand over the trainer's own tensors (no copy): sides in one process.
+    hands_over_own_tensors: ClassVar[bool] = False
 
     def __init__(self, *, run_dir: str | Path | None = None):
         self.run_dir = Path(run_dir) if run_dir else None

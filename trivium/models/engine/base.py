@@ -98,6 +98,9 @@ class InferenceEngine(ABC):
     # (``weight_broadcast_ranks`` / ``join_weight_broadcast`` / ``receive_weight_broadcast``);
     # otherwise the process hosting the engine receives the buckets and calls ``update_weights``.
     joins_weight_broadcast = False
+    # Trait: ``hold_weights`` makes the engine compute with the given tensors themselves, not a
+    # copy of them (an engine in the trainer's process, on the trainer's device and dtype).
+    holds_outside_weights = False
 
     @abstractmethod
     def generate(
@@ -127,6 +130,13 @@ class InferenceEngine(ABC):
     @abstractmethod
     def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> int:
         """Load (possibly partial) weights; returns the version now served, as confirmation."""
+
+    def hold_weights(self, tensors: dict[str, torch.Tensor]) -> int:
+        """Engines with ``holds_outside_weights``: compute with ``tensors`` (whole weights by
+        state-dict name) in place of the engine's own, which are freed. The owner changes them
+        in place only while the engine waits, and calls ``update_weights`` with them before the
+        engine samples again. Returns the bytes of the engine's own weights given up."""
+        raise NotImplementedError(f"{type(self).__name__} keeps weights of its own; use update_weights")
 
     @abstractmethod
     def version(self) -> int:

@@ -163,10 +163,11 @@ class FastDecoder:
         # Version counters rise on every in-place write (load_state_dict, optimizer.step).
         return tuple((id(p), p._version) for p in self.model.parameters())
 
-    def bind_weights(self) -> None:
-        """(Re)build the fused weights if any parameter changed since the last build."""
+    def bind_weights(self, *, force: bool = False) -> None:
+        """(Re)build the fused weights if any parameter changed since the last build (``force``:
+        in any case; a change made through another tensor of the same memory does not show)."""
         stamp = self._stamp()
-        if stamp == self._weights_stamp:
+        if stamp == self._weights_stamp and not force:
             return
         with torch.no_grad():
             self.layers = [self._fuse_layer(layer) for layer in self.model.model.layers]

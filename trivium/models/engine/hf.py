@@ -51,6 +51,7 @@ class HFEngine(InferenceEngine):
 
     replays_samples = True
     records_sampling_masks = True
+    holds_outside_weights = True
 
     def __init__(
         self,
@@ -87,6 +88,7 @@ class HFEngine(InferenceEngine):
             logger.info("hf engine uses the model's own forward: %s", reason or "non-CPU device")
             self.decoder = HFDecoder(model)
         self.adapters = AdapterMerger(model)
+        self._holds_outside_weights = False  # ``hold_weights`` gave the engine someone else's tensors
 
     @classmethod
     def from_pretrained(
@@ -289,14 +291,57 @@ class HFEngine(InferenceEngine):
                         f"expected {tuple(own[name].shape)}"
                     )
             self.adapters.check(lora_a, lora_b)
+            if (lora_a or lora_b) and self._holds_outside_weights:
+                raise RuntimeError("update_weights: a LoRA adapter cannot be merged into weights the engine holds for their owner")
+            held = 0
             with torch.no_grad():
                 for name, tensor in whole.items():
-                    own[name].copy_(tensor)
+                    if _same_tensor(own[name], tensor):
+                        held += 1  # held (``hold_weights``): the owner changed it in place already
+                    else:
+                        own[name].copy_(tensor)
             self.adapters.forget(list(whole))
             self.adapters.apply(lora_a, lora_b)
-            self.decoder.bind_weights()
+            # A held tensor's in-place changes do not show in this model's parameter versions.
+            self.decoder.bind_weights(force=held > 0)
             self._version = int(version)
             return self._version
 
+    def hold_weights(self, tensors: dict[str, torch.Tensor]) -> int:
+        """Compute with ``tensors`` themselves where they match this model's (name, shape, dtype,
+        device); the others keep the engine's own copy. Returns the bytes given up."""
+        freed = 0
+        with self._lock, torch.no_grad():
+            if self.adapters.merged():
+                raise RuntimeError("hold_weights: the engine has LoRA adapters merged into its weights")
+            for name, own in _named_tensors(self.model):
+                tensor = tensors.get(name)
+                if tensor is None or _same_tensor(own, tensor):
+                    continue
+                if (tensor.shape, tensor.dtype, tensor.device) != (own.shape, own.dtype, own.device):
+                    continue
+                freed += own.numel() * own.element_size()
+                own.data = tensor.detach()
+                self._holds_outside_weights = True
+            self.decoder.bind_weights(force=True)
+        return freed
+
     def version(self) -> int:
         return self._version
+
+
+def _named_tensors(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """Parameters and buffers by state-dict name; a tied weight once, under its first name."""
+    seen: set[int] = set()
+    named = []
+    for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+        if id(tensor) not in seen:
+            seen.add(id(tensor))
+            named.append((name, tensor))
+    return named
+
+
+def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Both views of one memory, laid out alike."""
+    return (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
+            and a.dtype == b.dtype and a.device == b.device)

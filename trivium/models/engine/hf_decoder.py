@@ -18,7 +18,7 @@ class HFDecoder:
         self.attention_mask: torch.Tensor | None = None
         self.past = None
 
-    def bind_weights(self) -> None:
+    def bind_weights(self, *, force: bool = False) -> None:
         """Nothing to rebuild: the forward reads the live parameters."""
 
     @torch.inference_mode()

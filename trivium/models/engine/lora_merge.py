@@ -20,6 +20,10 @@ class AdapterMerger:
         self._pending_a: dict[str, torch.Tensor] = {}
         self._pending_b: dict[str, torch.Tensor] = {}
 
+    def merged(self) -> bool:
+        """Some layer holds a merged adapter."""
+        return bool(self.base)
+
     def forget(self, weight_names: list[str]) -> None:
         """Layers whose weight was just sent whole: that weight is their new base."""
         for name in weight_names:

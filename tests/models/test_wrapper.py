@@ -202,7 +202,8 @@ def test_a_workflow_view_renders_with_its_taskset_thinking_setting(engine):
 
 def test_a_reply_prefix_opens_every_reply_as_prompt_tokens(engine):
     view = make_wrapper(engine).for_workflow(reply_prefix="Sure:")
-    (first,) = view.chat(MESSAGES, max_tokens=2)
+    # Greedy: a sampled special token inside the reply would make its text differ from its tokens.
+    (first,) = view.chat(MESSAGES, max_tokens=2, temperature=0.0)
     assert first.prompt_text.endswith("<|im_start|>assistant\nSure:")
     assert engine.tokenizer.decode(first.tokens[: first.prompt_length]).endswith("Sure:")
     history = MESSAGES + [{"role": "assistant", "content": first.response_text}, {"role": "user", "content": "Why?"}]

@@ -28,8 +28,11 @@ def test_tool_agent_held_out_success_rises_with_multi_step_grpo(
     evals = [r["eval/calc_test/accuracy"] for r in records if "eval/calc_test/accuracy" in r]
     rollouts = [r for r in records if "rollout/accuracy" in r]
     assert len(evals) == 2 and len(rollouts) == config["buffer"]["total_steps"]
-    # The episodes called the tool (calls parsed into tool_calls), and none ran out of context.
-    assert all(r["rollout/episode_truncated"] == 0 for r in rollouts)
+    # The episodes called the tool (calls parsed into tool_calls), and running out of context is
+    # rare: at temperature 1 a turn now and then rambles to the context's end (1 turn in about
+    # 2,000 episodes was seen), while an agent that cannot finish its episodes truncates many.
+    truncated = sum(r["rollout/episode_truncated"] for r in rollouts)
+    assert truncated <= 3, f"{truncated} turns ran out of context"
     assert sum(r["rollout/tool_calls"] for r in rollouts) / len(rollouts) >= 0.9
     # What was learned: the careless first call (a misnamed argument, refused by the calculator),
     # written in about 3 of 4 episodes after the warm-up, is dropped.

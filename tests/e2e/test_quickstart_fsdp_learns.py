@@ -1,7 +1,6 @@
 """The FSDP quickstart, shortened: the GRPO stage trains on 2 ranks (gloo) and raises the
 reward; the run then resumes from its sharded checkpoint on one rank."""
 
-from pathlib import Path
 
 import pytest
 
@@ -9,9 +8,9 @@ from trivium.cli.main import main
 
 from .conftest import closes_gap, continue_quickstart, read_metrics
 
-QUICKSTART_FSDP = Path(__file__).resolve().parents[2] / "examples" / "quickstart_fsdp.yaml"
-# The GRPO stage shortened as in test_quickstart_learns.py; the SFT stage as in the quickstart
-# (stopped at 300 steps, before the model learns to carry, 20 GRPO steps did not raise the reward).
+# The GRPO stage shortened as in test_quickstart_learns.py, after the shared 375-step SFT stage
+# (after one stopped at 300 steps, before the model learns to carry, 20 GRPO steps did not raise
+# the reward).
 GRPO_STEPS = 40
 
 
@@ -19,15 +18,15 @@ GRPO_STEPS = 40
 @pytest.mark.xdist_group("quickstart_sft")  # one worker runs the shared SFT stage once
 @pytest.mark.timeout(1500)  # the shared SFT warm-up runs first when this test is the first to need it
 def test_fsdp_grpo_stage_raises_reward_and_resumes_on_one_rank(
-    tmp_path, monkeypatch, quickstart_inputs, quickstart_sft_runs
+    tmp_path, monkeypatch, quickstart_inputs, quickstart_sft_run
 ):
     for name, value in quickstart_inputs.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("TRIVIUM_CHECKPOINT_ROOT_DIR", str(tmp_path / "runs"))
-    # The quickstart's SFT stage found finished; the GRPO stage shortened.
-    continue_quickstart(quickstart_sft_runs, tmp_path / "runs", "arithmetic_fsdp")
+    # The SFT stage (375 steps, as the LoRA recipe's) found finished; the GRPO stage shortened.
+    recipe = continue_quickstart(quickstart_sft_run, tmp_path, "quickstart_fsdp.yaml", "arithmetic_fsdp")
     shortened = [f"explorer.eval_interval={GRPO_STEPS}", "continue_from_checkpoint=true"]
-    assert main(["run", "--config", str(QUICKSTART_FSDP), f"buffer.total_steps={GRPO_STEPS}", *shortened]) == 0
+    assert main(["run", "--config", recipe, f"buffer.total_steps={GRPO_STEPS}", *shortened]) == 0
 
     run_dir = tmp_path / "runs" / "quickstart" / "arithmetic_fsdp" / "grpo"
     records = read_metrics(run_dir)
@@ -43,7 +42,7 @@ def test_fsdp_grpo_stage_raises_reward_and_resumes_on_one_rank(
 
     # The same run, two steps longer, on one rank: it resumes from the sharded checkpoint.
     one_rank = ["continue_from_checkpoint=true", "stages[1].trainer.data_parallel_size=1"]
-    assert main(["run", "--config", str(QUICKSTART_FSDP), f"buffer.total_steps={GRPO_STEPS + 2}", *shortened, *one_rank]) == 0
+    assert main(["run", "--config", recipe, f"buffer.total_steps={GRPO_STEPS + 2}", *shortened, *one_rank]) == 0
     log = (run_dir / "log" / "trainer.log").read_text()
     assert f"resumed the trainer from global_step_{GRPO_STEPS}" in log
     trainer_steps = [r["step"] for r in read_metrics(run_dir) if r.get("role") == "trainer" and "actor/pg_loss" in r]

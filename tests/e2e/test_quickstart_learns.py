@@ -1,6 +1,5 @@
 """The quickstart, shortened: SFT warm-up, then GRPO raises reward and held-out accuracy."""
 
-from pathlib import Path
 
 import pytest
 
@@ -8,20 +7,18 @@ from trivium.cli.main import main
 
 from .conftest import closes_gap, continue_quickstart, read_metrics
 
-QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
-
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("quickstart_sft")  # one worker runs the shared SFT stage once
 @pytest.mark.timeout(1500)  # the shared SFT warm-up runs first when this test is the first to need it
-def test_quickstart_grpo_stage_raises_reward_and_accuracy(tmp_path, monkeypatch, quickstart_inputs, quickstart_sft_runs):
+def test_quickstart_grpo_stage_raises_reward_and_accuracy(tmp_path, monkeypatch, quickstart_inputs, quickstart_sft_run):
     for name, value in quickstart_inputs.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("TRIVIUM_CHECKPOINT_ROOT_DIR", str(tmp_path / "runs"))
-    # The SFT stage as in the quickstart, found finished; the GRPO stage shortened to 40 steps.
-    continue_quickstart(quickstart_sft_runs, tmp_path / "runs", "arithmetic")
+    # The SFT stage (375 steps, as the LoRA recipe's) found finished; the GRPO stage shortened to 40 steps.
+    recipe = continue_quickstart(quickstart_sft_run, tmp_path, "quickstart.yaml", "arithmetic")
     overrides = ["buffer.total_steps=40", "explorer.eval_interval=40", "continue_from_checkpoint=true"]
-    assert main(["run", "--config", str(QUICKSTART), *overrides]) == 0
+    assert main(["run", "--config", recipe, *overrides]) == 0
 
     records = read_metrics(tmp_path / "runs" / "quickstart" / "arithmetic" / "grpo")
     rewards = [r["rollout/reward_mean"] for r in records if "rollout/reward_mean" in r]

@@ -10,7 +10,6 @@ from trivium.cli.main import main
 
 from .conftest import continue_quickstart, read_metrics
 
-QUICKSTART_LORA = Path(__file__).resolve().parents[2] / "examples" / "quickstart_lora.yaml"
 GRPO_STEPS = 40
 
 
@@ -18,16 +17,16 @@ GRPO_STEPS = 40
 @pytest.mark.xdist_group("quickstart_sft")  # one worker runs the shared SFT stage once
 @pytest.mark.timeout(1500)  # the shared SFT warm-up runs first when this test is the first to need it
 def test_lora_grpo_stage_raises_accuracy_and_syncs_only_the_adapter(
-    tmp_path, monkeypatch, quickstart_inputs, quickstart_sft_runs
+    tmp_path, monkeypatch, quickstart_inputs, quickstart_sft_run
 ):
     for name, value in quickstart_inputs.items():
         monkeypatch.setenv(name, value)
     model_dir = Path(quickstart_inputs["TRIVIUM_MODEL_PATH"])
     monkeypatch.setenv("TRIVIUM_CHECKPOINT_ROOT_DIR", str(tmp_path / "runs"))
     # The recipe's SFT stage (375 steps) found finished; the GRPO stage shortened.
-    continue_quickstart(quickstart_sft_runs, tmp_path / "runs", "arithmetic_lora", sft_steps=375)
+    recipe = continue_quickstart(quickstart_sft_run, tmp_path, "quickstart_lora.yaml", "arithmetic_lora")
     overrides = [f"buffer.total_steps={GRPO_STEPS}", f"explorer.eval_interval={GRPO_STEPS}", "continue_from_checkpoint=true"]
-    assert main(["run", "--config", str(QUICKSTART_LORA), *overrides]) == 0
+    assert main(["run", "--config", recipe, *overrides]) == 0
 
     run_dir = tmp_path / "runs" / "quickstart" / "arithmetic_lora" / "grpo"
     records = read_metrics(run_dir)

@@ -116,14 +116,12 @@ def record_shortfall(session: RunSession) -> Shortfall | None:
 def report(session: RunSession, console: Any = None) -> None:
     from rich.console import Console
 
-    from trivium.monitor.plots import write_plots
     from trivium.monitor.report import write_report
     from trivium.monitor.summary import print_summary
 
     console = console or Console(highlight=False)
     try:
-        write_plots(session.run_dir)
-        write_report(session.run_dir)
+        write_report(session.run_dir)  # draws the plots into plots/ and embeds them
     except Exception as error:  # a plotting problem must not hide the run's results
         logger.warning("could not write plots or report: %s", error)
     print_summary(session.run_dir, console=console)

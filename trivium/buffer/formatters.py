@@ -5,10 +5,12 @@ optionally training every assistant turn) and DPO formatting (a chosen and a rej
 answer to one prompt -> two Experiences, [chosen, rejected], sharing a group_id), and raw
 text rows for continued pre-training (``prompt_type: raw``: every token trained, no template).
 
-Masks come from text segments: the chat template renders growing prefixes of the dialogue,
-each prefix must extend the previous one, and every segment is tokenized on its own, so a
-token never straddles a prompt/response boundary. ``action_mask`` is True exactly on the
-tokens of trained assistant turns (including the template's end-of-turn marker).
+Masks come from text segments: the chat template renders the dialogue up to each trained
+assistant turn (with the generation prompt) and up to its end, each rendering must extend the
+previous one, and every segment is tokenized on its own, so a token never straddles a
+prompt/response boundary. Untrained messages between two boundaries make one segment, as the
+rendered prompt does at generation. ``action_mask`` is True exactly on the tokens of trained
+assistant turns (including the template's end-of-turn marker).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class ChatRenderer:
     def __init__(self, tokenizer: Any, chat_template: str | None = None):
         self.tokenizer = tokenizer
         self.chat_template = chat_template
+        self._reads_tools = False  # shown once: the template's text changes with the tools
         if chat_template is None and getattr(tokenizer, "chat_template", None) is None:
             raise UserError(
                 "The tokenizer has no chat template; set format.chat_template (or "
@@ -45,8 +48,9 @@ class ChatRenderer:
             )
 
         rendered = text(tools or None)
-        if tools:  # a template that does not read tools would train without them
+        if tools and not self._reads_tools:  # a template that does not read tools would train without them
             refuse_ignored_tools(rendered, text(None))
+            self._reads_tools = True
         return rendered
 
     def encode(self, text: str) -> list[int]:
@@ -79,14 +83,15 @@ def tokenize_dialogue(
         trained.extend([flag] * len(piece))
         rendered = text
 
+    last = len(messages) - 1
     for i, message in enumerate(messages):
         if message.get("role") == "assistant" and i in trained_turns:
             extend(renderer.render(messages[:i], tools, add_generation_prompt=True), False)
             if prompt_length is None:
                 prompt_length = len(tokens)
             extend(renderer.render(messages[: i + 1], tools, add_generation_prompt=False), True)
-        else:
-            extend(renderer.render(messages[: i + 1], tools, add_generation_prompt=False), False)
+        elif i == last:  # untrained messages at the end; earlier ones go with the next trained turn
+            extend(renderer.render(messages, tools, add_generation_prompt=False), False)
     if prompt_length is None:
         raise UserError("A dialogue has no assistant turn to train on.")
     return tokens, trained, prompt_length

@@ -368,7 +368,7 @@ def test_a_weight_sync_that_stalls_ends_the_run_with_a_message_not_a_hang(assets
     )
 
 
-RANK_TIMEOUT = 15  # synchronizer.sync_timeout of the two-rank runs: how long a rank may stay silent
+RANK_TIMEOUT = 10  # synchronizer.sync_timeout of the two-rank runs: how long a rank may stay silent
 
 
 @pytest.fixture

@@ -71,6 +71,30 @@ def test_concatenated_multi_turn_trains_every_assistant_turn(tokenizer):
     ]
 
 
+def test_a_dialogue_is_rendered_at_its_trained_turns_and_the_tools_checked_once(tokenizer, monkeypatch):
+    rendered_tools = []
+    render = tokenizer.apply_chat_template
+
+    def counting(*args, **kwargs):
+        rendered_tools.append(kwargs.get("tools"))
+        return render(*args, **kwargs)
+
+    monkeypatch.setattr(tokenizer, "apply_chat_template", counting)
+    formatter = SFTFormatter(
+        tokenizer, fmt(prompt_type="messages", tools_key="tools", enable_concatenated_multi_turn=True)
+    )
+    row = {"messages": DIALOGUE, "tools": [{"name": "calc"}]}
+    first = formatter.format(row)
+    # Up to each of the two trained turns and to its end; once more without the tools, to see
+    # that the template reads them.
+    assert len(rendered_tools) == 5 and rendered_tools.count(None) == 1
+    rendered_tools.clear()
+    second = formatter.format(row)
+    assert len(rendered_tools) == 4 and None not in rendered_tools
+    assert first.tokens.tolist() == second.tokens.tolist()
+    assert [p for p, trained in labelled(tokenizer, first) if trained] == ["four", E, "welcome", E]
+
+
 def test_dpo_pair_is_chosen_then_rejected_with_one_group(tokenizer):
     row = {"prompt": "two plus three ?", "chosen": "five", "rejected": "six"}
     chosen, rejected = DPOFormatter(tokenizer, fmt()).format_pair(row, group_id="pair-1")

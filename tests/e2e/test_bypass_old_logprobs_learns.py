@@ -30,7 +30,7 @@ def test_grpo_with_engine_old_logprobs_learns_the_toy_objective(assets, tmp_path
     config = base_config(assets, tmp_path / "runs", **{"algorithm.bypass_old_logprobs": True})
     config["algorithm"]["optimizer"]["lr"] = 5e-3
     config["buffer"]["explorer_input"]["default_reward_fn_type"] = "brief_reply"
-    config["buffer"].update(batch_size=8, total_steps=10)
+    config["buffer"].update(batch_size=8, total_steps=20)
     # Weights reach the engine every second step: every other batch was sampled by older weights.
     config["synchronizer"]["sync_interval"] = 2
     assert main(["run", "--config", write_config(tmp_path, config), "--plugin-dir", str(plugins)]) == 0
@@ -43,9 +43,11 @@ def test_grpo_with_engine_old_logprobs_learns_the_toy_objective(assets, tmp_path
     rewards = [
         r["rollout/reward_mean"] for r in records if r["role"] == "explorer" and "rollout/reward_mean" in r
     ]
-    assert len(trainer) == 10 and len(rewards) == 10
+    assert len(trainer) == 20 and len(rewards) == 20
     # The trainer's own old logprobs would make every ratio 1 (ppo_kl 0); the engine's, sampled
     # before the last update on the stale batches, do not.
     assert max(abs(r["actor/ppo_kl"]) for r in trainer) > 1e-3
+    # Measured over 20 steps: 0.43 -> 0.79 in three runs. Over 10 steps the rise was 0.13, and
+    # 0.076 in one run, too close to noise.
     first, last = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
-    assert last > first + 0.08, f"reward {first:.3f} -> {last:.3f}"
+    assert last > first + 0.15, f"reward {first:.3f} -> {last:.3f}"

@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     verl.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     verl.add_argument("arguments", nargs="*", help="veRL key=value overrides (after '--')")
 
-    checkpoint = add_command(kinds, "checkpoint", run_checkpoint)
+    checkpoint = add_command(kinds, "checkpoint", run_checkpoint, quiet_libraries=True)
     checkpoint.add_argument("--path", type=Path, required=True, help="the RUN/global_step_N directory")
     checkpoint.add_argument(
         "--out", type=Path, help="output directory (default: RUN/global_step_N/actor/huggingface)"

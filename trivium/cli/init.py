@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     targets = parser.add_subparsers(dest="init_target", metavar="WHAT", required=True)
 
-    model = add_command(targets, "model", init_model)
+    model = add_command(targets, "model", init_model, quiet_libraries=True)
     model.add_argument(
         "--preset", choices=TINY_PRESETS + TOOLS_PRESETS + REAL_SHAPE_PRESETS, default="tiny",
         help="tiny ~0.8M, small ~6M, medium ~25M parameters (Llama, ~400-token vocabulary, plain ChatML); "
@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--seed", type=int, default=0, help="random seed for the tokenizer corpus and the weights"
     )
 
-    data = add_command(targets, "data", init_data)
+    data = add_command(targets, "data", init_data, quiet_libraries=True)
     data.add_argument(
         "--task", required=True,
         help="arithmetic, countdown, frozen_lake, guessing, gymnasium, textworld, tool_arithmetic, or reasoning_gym:NAME (a reasoning-gym dataset)",

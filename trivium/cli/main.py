@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 
 from trivium import __version__
@@ -51,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    if getattr(args, "quiet_libraries", False):
+        from trivium.runtime.quiet_output import quiet_third_party_output
+
+        quiet_third_party_output(logging.INFO)
     try:
         return int(args.func(args) or 0)
     except UserError as error:

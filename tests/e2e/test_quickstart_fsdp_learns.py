@@ -8,7 +8,7 @@ from trivium.cli.main import main
 
 from .conftest import closes_gap, continue_quickstart, read_metrics
 
-# The GRPO stage shortened as in test_quickstart_learns.py, after the shared 375-step SFT stage
+# The GRPO stage shortened as in test_quickstart_learns.py, after the shared 350-step SFT stage
 # (after one stopped at 300 steps, before the model learns to carry, 20 GRPO steps did not raise
 # the reward).
 GRPO_STEPS = 40
@@ -23,7 +23,7 @@ def test_fsdp_grpo_stage_raises_reward_and_resumes_on_one_rank(
     for name, value in quickstart_inputs.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("TRIVIUM_CHECKPOINT_ROOT_DIR", str(tmp_path / "runs"))
-    # The SFT stage (375 steps, as the LoRA recipe's) found finished; the GRPO stage shortened.
+    # The SFT stage (350 steps, as the recipe's) found finished; the GRPO stage shortened.
     recipe = continue_quickstart(quickstart_sft_run, tmp_path, "quickstart_fsdp.yaml", "arithmetic_fsdp")
     shortened = [f"explorer.eval_interval={GRPO_STEPS}", "continue_from_checkpoint=true"]
     assert main(["run", "--config", recipe, f"buffer.total_steps={GRPO_STEPS}", *shortened]) == 0

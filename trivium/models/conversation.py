@@ -10,7 +10,9 @@ keeping what comes after the text the sequence already holds. That needs the tem
 prefix-preserving: rendering turn k+1 must start with exactly what turn k gave (text and
 ids). When it does not (templates that rewrite earlier turns, e.g. drop old reasoning), the
 sequence still continues from what the model really saw: the new messages' ids come from the
-rendering of the conversation without and with them, and the turn is counted as drift.
+rendering of the conversation without and with them, after the template's end of the last
+reply when the sequence lacks it (a reply cut by ``max_tokens``), and the turn is counted as
+drift. A reply holding a special token takes that path too: its kept text drops the token.
 
 Knows nothing about engines, batching or sampling parameters; the ModelWrapper drives it.
 """
@@ -214,7 +216,26 @@ class Conversation:
                 f"({_divergence(before, after)}); use a template that renders each message on its own "
                 "(model.custom_chat_template or model.chat_template_path)"
             )
-        return renderer.ids(after[len(before) :])
+        return renderer.ids(self._unwritten_closing(renderer) + after[len(before) :])
+
+    def _unwritten_closing(self, renderer: Renderer) -> str:
+        """What the template writes after the last model turn (its end-of-turn text) and the
+        sequence does not hold yet: all of it after a reply cut by ``max_tokens``, the rest of
+        it after one that ended with its end-of-turn token. Empty unless a model turn is last."""
+        if not self.messages or self.messages[-1].get("role") != "assistant":
+            return ""
+        marker = f"\x00reply-end-{uuid.uuid4().hex}\x00"
+        probe = dict(self.messages[-1], content=str(self.messages[-1].get("content") or "") + marker)
+        rendered = renderer.text(self.messages[:-1] + [probe], self.tools, generation_prompt=False)
+        if marker not in rendered:  # the template does not write the reply's content as given
+            return ""
+        closing = rendered[rendered.index(marker) + len(marker) :]
+        output = self.last_output
+        if output is not None and output.finish_reason == "stop" and output.token_ids:
+            stop = renderer.tokenizer.decode(output.token_ids[-1:], skip_special_tokens=False)
+            if stop and closing.startswith(stop):  # the sequence holds the end-of-turn token already
+                return closing[len(stop) :]
+        return closing
 
     # ---- the result ----------------------------------------------------------------------
 

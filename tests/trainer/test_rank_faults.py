@@ -86,6 +86,21 @@ def test_a_rank_killed_mid_step_ends_the_step_naming_its_rank_pid_and_signal(two
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+def test_a_rank_killed_between_steps_is_named_before_the_next_one_begins(two_ranks):
+    # A Ray trainer actor has no stop path to hear of it: the trainer asks before each read.
+    trainer, rank_1 = two_ranks
+    trainer.raise_if_ranks_lost()  # both alive: nothing to raise
+    os.kill(rank_1.pid, signal.SIGKILL)
+    started = time.monotonic()
+    while trainer.rank_group.watch.failure is None and time.monotonic() - started < 5.0:
+        time.sleep(0.05)
+    with pytest.raises(ComponentDied, match=f"trainer rank 1 \\(pid {rank_1.pid}\\) died: killed by SIGKILL"):
+        trainer.raise_if_ranks_lost()
+    assert time.monotonic() - started < 2.0  # the watch looks twice a second
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 def test_a_stopped_rank_is_named_after_the_timeout_and_killed(two_ranks):
     trainer, rank_1 = two_ranks
     os.kill(rank_1.pid, signal.SIGSTOP)

@@ -281,6 +281,9 @@ class TrainerWorker:
 
         An empty read (nothing arrived within the timeout) returns empty metrics and 0.
         """
+        # Where no stop path hears of a lost rank (a Ray trainer actor), it is named here, before
+        # the wait for experiences, rather than by the next step's first collective.
+        self.trainer.raise_if_ranks_lost()
         if self.settings.trainer.cpu_threads:
             torch.set_num_threads(self.settings.trainer.cpu_threads)
         batch_size = self.settings.train_batch_size

@@ -230,8 +230,7 @@ class RankGroup:
         if self.watch is None:
             yield
             return
-        if self.watch.failure is not None:
-            raise ComponentDied(self.watch.failure.message)
+        self.raise_if_lost()
         try:
             yield
         except BaseException as error:  # an interrupted method leaves the others mid-way too
@@ -242,6 +241,12 @@ class RankGroup:
                 raise
             logger.debug("the collective's own error: %s", error)
             raise ComponentDied(failure.message) from None
+
+    def raise_if_lost(self) -> None:
+        """Rank 0: a rank the watch has lost ends the caller now, named, without waiting for a
+        collective to fail (the trainer between steps, waiting for experiences)."""
+        if self.watch is not None and self.watch.failure is not None:
+            raise ComponentDied(self.watch.failure.message)
 
     @contextmanager
     def leading_set_up(self) -> Iterator[None]:

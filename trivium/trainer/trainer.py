@@ -101,6 +101,10 @@ class Trainer(TrainerBase, WeightSource, TrainerCheckpoints):
         if self.rank_group is not None and self.rank_group.leads:
             self.rank_group.close()
 
+    def raise_if_ranks_lost(self) -> None:
+        if self.rank_group is not None and self.rank_group.leads:
+            self.rank_group.raise_if_lost()
+
     # ------------------------------------------------------------------ the step
     @on_every_rank
     def train_step(self, experiences: list[Experience]) -> dict[str, float]:

@@ -31,3 +31,7 @@ class TrainerBase:
         self.pad_token_id = pad_token_id
         self.logger = logger or logging.getLogger("trivium.trainer")
         self.global_step = 0
+
+    def raise_if_ranks_lost(self) -> None:
+        """Raise ``ComponentDied`` when a rank of this trainer was lost since its last step; a
+        trainer without ranks of its own has none to lose."""

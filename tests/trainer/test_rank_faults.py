@@ -318,9 +318,9 @@ class FaultedRun:
         time.sleep(1.0)  # the step's bookkeeping done, the trainer waits in its read
         return int(re.search(r"trainer ranks joined: rank 1 pid (\d+)", log.read_text()).group(1))
 
-    def fault(self, pid: int, fault: signal.Signals, *, expected: str, error_within: float) -> None:
-        """Send ``fault`` to ``pid``; check the run's error, its exit code, when it came and that no
-        process of the run is left."""
+    def fault(self, pid: int, fault: signal.Signals, *, expected: str | tuple[str, ...], error_within: float) -> None:
+        """Send ``fault`` to ``pid``; check the run's error (holding ``expected``, or one of them),
+        its exit code, when it came and that no process of the run is left."""
         processes = [self.process.pid, *descendants(self.process.pid)]
         sent = time.monotonic()
         os.kill(pid, fault)
@@ -332,7 +332,9 @@ class FaultedRun:
         first = next((i for i, (_, line) in enumerate(self.lines) if line.startswith("error: ")), None)
         assert first is not None, f"no error line: {self.output()[-3000:]}"
         moment, error = self.lines[first]
-        assert expected in error and "continue_from_checkpoint" in error, self.output()[-3000:]
+        alternatives = (expected,) if isinstance(expected, str) else expected
+        assert any(text in error for text in alternatives), self.output()[-3000:]
+        assert "continue_from_checkpoint" in error, self.output()[-3000:]
         assert moment - sent < error_within, f"the error came {moment - sent:.1f} s after the {fault.name}"
         assert self.process.returncode == 1
         before = "\n".join(line for _, line in self.lines[:first])
@@ -382,10 +384,12 @@ def test_a_rank_killed_while_the_trainer_waits_for_experiences_ends_the_run_at_o
 def test_under_torchrun_a_killed_second_process_is_named_by_trivium_before_torchrun_reports(waiting_run):
     run, run_dir = waiting_run(TORCHRUN, sync_timeout=STARTING_TIMEOUT)
     pid = run.rank_1_pid_once_waiting(run_dir)
+    # The exit status is read from /proc, where it stays only until torchrun reaps the process;
+    # when torchrun is first (one CI run in several), the rank is named without it.
     run.fault(
         pid,
         signal.SIGKILL,
-        expected=f"trainer rank 1 (pid {pid}) died: killed by SIGKILL",
+        expected=(f"trainer rank 1 (pid {pid}) died: killed by SIGKILL", f"trainer rank 1 (pid {pid}) died: its process ended"),
         error_within=0.5 + 1.5,
     )
     # torchrun's agent then reports the same process as the job's first failure.

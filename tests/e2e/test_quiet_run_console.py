@@ -1,7 +1,8 @@
 """`trivium run` and `trivium init model` started as a user starts them, in a fresh process: at
 the default verbosity their console (stdout and stderr) holds trivium's own lines and no
-third-party progress bar or warning. (At log.level DEBUG the same run prints transformers' "Loading weights" and "Writing
-model shards" bars; tests/runtime/test_quiet_output.py checks that DEBUG changes nothing.)"""
+third-party progress bar or warning. (At log.level DEBUG the same run prints transformers'
+"Loading weights" and "Writing model shards" bars; tests/runtime/test_quiet_output.py checks
+that DEBUG changes nothing.)"""
 
 import os
 import subprocess

@@ -389,7 +389,10 @@ def test_under_torchrun_a_killed_second_process_is_named_by_trivium_before_torch
     run.fault(
         pid,
         signal.SIGKILL,
-        expected=(f"trainer rank 1 (pid {pid}) died: killed by SIGKILL", f"trainer rank 1 (pid {pid}) died: its process ended"),
+        expected=(
+            f"trainer rank 1 (pid {pid}) died: killed by SIGKILL",
+            f"trainer rank 1 (pid {pid}) died: its process ended",
+        ),
         error_within=0.5 + 1.5,
     )
     # torchrun's agent then reports the same process as the job's first failure.

@@ -35,6 +35,8 @@ from trivium.models.engine.base import GenerationOutput
 
 # Message fields that identify a turn when a caller sends a conversation back.
 _KEY_FIELDS = ("role", "content", "tool_call_id", "name")
+# Put at the end of the last reply to find where the template's text after that reply begins.
+_REPLY_END = "\x00trivium-reply-end\x00"
 
 
 @dataclass(frozen=True)
@@ -224,12 +226,11 @@ class Conversation:
         it after one that ended with its end-of-turn token. Empty unless a model turn is last."""
         if not self.messages or self.messages[-1].get("role") != "assistant":
             return ""
-        marker = f"\x00reply-end-{uuid.uuid4().hex}\x00"
-        probe = dict(self.messages[-1], content=str(self.messages[-1].get("content") or "") + marker)
+        probe = dict(self.messages[-1], content=str(self.messages[-1].get("content") or "") + _REPLY_END)
         rendered = renderer.text(self.messages[:-1] + [probe], self.tools, generation_prompt=False)
-        if marker not in rendered:  # the template does not write the reply's content as given
+        if _REPLY_END not in rendered:  # the template does not write the reply's content as given
             return ""
-        closing = rendered[rendered.index(marker) + len(marker) :]
+        closing = rendered[rendered.index(_REPLY_END) + len(_REPLY_END) :]
         output = self.last_output
         if output is not None and output.finish_reason == "stop" and output.token_ids:
             stop = renderer.tokenizer.decode(output.token_ids[-1:], skip_special_tokens=False)

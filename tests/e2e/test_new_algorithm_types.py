@@ -133,7 +133,12 @@ def test_gigpo_raises_frozen_lake_success_with_anchor_state_groups(
 ):
     data = str(build_task_data("frozen_lake", tmp_path / "data", num_train=120, num_test=24))
     config = example_config("frozen_lake.yaml", tmp_path, model=tiny_model_dir, data=data)
-    config["algorithm"].update(algorithm_type="gigpo", optimizer={"lr": 2e-3})
+    # At lr 2e-3 one run in ten (locally, and once in the full suite) broke the reply format
+    # within three steps: replies ran to max_response_tokens unreadable, episodes ended at their
+    # first move and rewarded nothing, and the rise was gone (0.22 -> 0.25). Every row of an
+    # episode carries its advantage, so a lost episode's many rows outweigh a won one's few on
+    # the tokens every reply shares. At 1e-3, 24 runs of 24 rose by 0.14 to 0.41 (median 0.33).
+    config["algorithm"].update(algorithm_type="gigpo", optimizer={"lr": 1e-3})
     buffer = config["buffer"]
     buffer["explorer_input"]["default_workflow_type"] = "frozen_lake_step_wise"
     # Evaluated by whole episodes (success per episode, not per step row).

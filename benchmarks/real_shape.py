@@ -63,12 +63,25 @@ def run(system: str, threads: int, work: Path) -> dict:
     }
 
 
+def library_versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in ("torch", "transformers", "trl"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name} not installed")
+    return ", ".join(found)
+
+
 def report(rows: list[dict], threads: int) -> str:
     trl = next((r for r in rows if r["system"] == "trl" and "error" not in r), None)
     lines = [
         "# One GRPO step at the Qwen2.5-0.5B shape: trivium vs TRL",
         "",
-        f"{describe()}; {threads} torch thread(s) per system; `python benchmarks/real_shape.py`.",
+        f"{describe()}; {threads} torch thread(s) per system; `python benchmarks/real_shape.py`; "
+        f"{library_versions()}.",
         "4 prompts × 2 samples, ~64-token prompts, 64-token responses; float32, AdamW, no KL, no",
         "gradient checkpointing; each system in its own process (1 warm-up step, mean of 2 timed).",
         "",

@@ -26,6 +26,7 @@ import points
 
 
 def make_trainer(point: points.Point, steps: int, output_dir: str, result: points.Measurement, prompt_words: int = 0):
+    import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -66,7 +67,9 @@ def make_trainer(point: points.Point, steps: int, output_dir: str, result: point
         generation_kwargs={"min_new_tokens": point.response_tokens},
         logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True,
     )
-    model = AutoModelForCausalLM.from_pretrained(model_path)
+    # float32 whatever the model's config says (a real-shape preset's says bfloat16, which
+    # from_pretrained would load, and which runs several times slower on a CPU without bf16 units).
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     result.params = points.count_parameters(model)
     trainer = TimedGRPOTrainer(
         model=model, processing_class=AutoTokenizer.from_pretrained(model_path), reward_funcs=digits,

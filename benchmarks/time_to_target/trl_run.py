@@ -23,6 +23,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from datasets import Dataset
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
@@ -76,7 +77,7 @@ def main() -> None:
             disable_tqdm=True,
         )
         trainer = GRPOTrainer(
-            model=AutoModelForCausalLM.from_pretrained(args.model),
+            model=AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32),
             processing_class=AutoTokenizer.from_pretrained(args.model),
             reward_funcs=accuracy,
             args=config,

@@ -64,17 +64,18 @@ def run_decoder(decoder, prompts, continuations):
     return logits
 
 
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused-copies", "views"])
 @pytest.mark.parametrize(
     "overrides",
     [{}, {"attention_bias": True, "mlp_bias": True}],
     ids=["no-bias", "all-biases"],
 )
-def test_packed_prefill_and_decode_match_the_model_forward(overrides):
+def test_packed_prefill_and_decode_match_the_model_forward(overrides, fuse):
     model = tiny_llama(**overrides)
     prompts = prompts_with_repeated_lengths()
     generator = torch.Generator().manual_seed(2)
     continuations = [torch.randint(0, VOCAB, (len(prompts),), generator=generator) for _ in range(6)]
-    logits = run_decoder(FastDecoder(model), prompts, continuations)
+    logits = run_decoder(FastDecoder(model, fuse=fuse), prompts, continuations)
     for step, step_logits in enumerate(logits):
         sequences = [p + [int(c[row]) for c in continuations[:step]] for row, p in enumerate(prompts)]
         assert torch.allclose(step_logits, reference_next_logits(model, sequences), atol=1e-4), step
@@ -89,6 +90,28 @@ def test_both_mlp_paths_give_the_same_result(monkeypatch):
     split = run_decoder(FastDecoder(model), prompts, continuations)
     for a, b in zip(batched, split):
         assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_past_the_size_limit_the_decoder_computes_with_the_model_weights_themselves(monkeypatch):
+    model = tiny_llama(attention_bias=True)
+    layers = sum(p.numel() * 4 for p in model.model.layers.parameters())
+    assert fast_decoder.fused_copy_bytes(model) == layers + VOCAB * 64 * 4
+    assert FastDecoder(model).fuse  # a small model: fused copies
+    monkeypatch.setattr(fast_decoder, "FUSE_MAX_BYTES", fast_decoder.fused_copy_bytes(model) - 1)
+    decoder = FastDecoder(model)
+    assert not decoder.fuse
+    decoder.bind_weights()
+    storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    matrices = [m for w in decoder.layers for m in (*w.qkv, w.o, *w.gate_up, w.down)] + [decoder.lm_head]
+    assert all(m.untyped_storage().data_ptr() in storages for m in matrices)  # views, no copies
+    # An in-place change to the weights (an optimizer step) is what the next forward computes with.
+    prompts = prompts_with_repeated_lengths()
+    continuations = [torch.full((len(prompts),), 7)]
+    with torch.no_grad():
+        model.model.layers[1].mlp.down_proj.weight.mul_(-2.0)
+        model.model.layers[0].self_attn.q_proj.bias.add_(0.5)
+    logits = run_decoder(decoder, prompts, continuations)
+    assert torch.allclose(logits[0], reference_next_logits(model, prompts), atol=1e-4)
 
 
 def test_dropping_rows_keeps_the_remaining_rows_exact():

@@ -17,6 +17,14 @@ It reads the weights from the HF model it wraps; the fused copies are rebuilt wh
 parameter changed in place (tracked by tensor version counters), so a trainer's
 ``load_state_dict`` or optimizer step is picked up on the next call.
 
+Fusing copies every weight but the embedding. Past ``FUSE_MAX_BYTES`` of such copies (a model
+of about 100M parameters in float32) the decoder computes with transposed *views* of the
+model's own weights instead: q, k and v (and gate and up) as separate matmuls, the norms'
+weights applied to the activations. A model that size decodes at the speed its weights are
+read from memory, which fusing does not change, while the copies would cost the model's size
+again in memory and seconds to rebuild after every weight update (at the Qwen2.5-0.5B shape:
+about 2 GB and 2.5 s). ``fuse=`` forces either way.
+
 Must not be used for models with sliding windows, per-head q/k norms or dynamic RoPE:
 ``unsupported_reason`` says why a model falls back to the generic path.
 """
@@ -34,6 +42,8 @@ SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "mistral")
 # call; beyond it (prefill) two plain matmuls run faster than the batched kernel.
 BATCHED_MLP_MAX_ROWS = 512
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
+# Largest fused copy (the layers' matrices and the head) the decoder makes; past it, views.
+FUSE_MAX_BYTES = 384 * 2**20
 
 
 def unsupported_reason(model) -> str | None:
@@ -57,18 +67,28 @@ def unsupported_reason(model) -> str | None:
     return None
 
 
+def fused_copy_bytes(model) -> int:
+    """What fusing copies: every matrix of the decoder layers and the output head."""
+    layers = sum(p.numel() * p.element_size() for p in model.model.layers.parameters())
+    head = model.lm_head.weight
+    return layers + head.numel() * head.element_size()
+
+
 class _LayerWeights(NamedTuple):
-    # Each RMSNorm's weight is folded into the rows of the matmul that follows it
-    # ((w * n) @ W.T == n @ (W * w).T), so the norms run without a weight. Matrices are
-    # stored as (in, out), contiguous: ``x @ W`` is measurably faster than ``x @ W.T``
-    # for these small shapes.
-    qkv: torch.Tensor  # (hidden, (H + 2 KV) * D), columns: q heads, k heads, v heads
-    qkv_bias: torch.Tensor | None
+    # Fused: each RMSNorm's weight is folded into the rows of the matmul that follows it
+    # ((w * n) @ W.T == n @ (W * w).T), so the norms run without a weight (``*_norm`` None).
+    # Matrices are stored as (in, out), contiguous: ``x @ W`` is measurably faster than
+    # ``x @ W.T`` for these small shapes. Views: the same (in, out) matrices as transposed
+    # views of the model's weights, q, k, v (and gate, up) apart, with the norms' weights.
+    input_norm: torch.Tensor | None
+    qkv: tuple[torch.Tensor, ...]  # fused: one (hidden, (H + 2 KV) * D), columns q, k, v heads
+    qkv_bias: torch.Tensor | None  # ((H + 2 KV) * D,)
     o: torch.Tensor  # (H * D, hidden)
     o_bias: torch.Tensor | None
-    # (2, hidden, intermediate): gate and up as two matrices of one batched matmul, so each
-    # comes out contiguous (elementwise ops on a strided half run at about half speed).
-    gate_up: torch.Tensor
+    post_attention_norm: torch.Tensor | None
+    # Fused: (2, hidden, intermediate), gate and up as two matrices of one batched matmul, so
+    # each comes out contiguous (elementwise ops on a strided half run at about half speed).
+    gate_up: torch.Tensor | tuple[torch.Tensor, torch.Tensor]
     gate_up_bias: torch.Tensor | None  # (2, 1, intermediate)
     down: torch.Tensor  # (intermediate, hidden)
     down_bias: torch.Tensor | None
@@ -134,11 +154,12 @@ def _packed_causal_attention(q, k, v, groups: list[tuple[int, int]]) -> torch.Te
 class FastDecoder:
     """Prefill + single-token decode over a static KV cache, for one batch at a time."""
 
-    def __init__(self, model):
+    def __init__(self, model, *, fuse: bool | None = None):
         reason = unsupported_reason(model)
         if reason is not None:
             raise ValueError(f"fast decoder cannot run this model: {reason}")
         self.model = model
+        self.fuse = fused_copy_bytes(model) <= FUSE_MAX_BYTES if fuse is None else fuse
         config = model.config
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
@@ -170,9 +191,12 @@ class FastDecoder:
         if stamp == self._weights_stamp and not force:
             return
         with torch.no_grad():
-            self.layers = [self._fuse_layer(layer) for layer in self.model.model.layers]
+            bind_layer = self._fuse_layer if self.fuse else self._view_layer
+            self.layers = [bind_layer(layer) for layer in self.model.model.layers]
             self.embed = self.model.model.embed_tokens.weight
-            self.lm_head = (self.model.lm_head.weight * self.model.model.norm.weight).t().contiguous()
+            head, final_norm = self.model.lm_head.weight, self.model.model.norm.weight
+            self.lm_head = (head * final_norm).t().contiguous() if self.fuse else head.t()
+            self.final_norm = None if self.fuse else final_norm
         self.dtype = self.embed.dtype
         self.device = self.embed.device
         self.rotate_half = rotate_half_matrix(self.head_dim, self.dtype, self.device)
@@ -187,15 +211,37 @@ class FastDecoder:
         gate, up = mlp.gate_proj, mlp.up_proj
         gate_up = torch.cat([gate.weight, up.weight]) * layer.post_attention_layernorm.weight
         return _LayerWeights(
-            qkv=qkv.t().contiguous(),
+            input_norm=None,
+            qkv=(qkv.t().contiguous(),),
             qkv_bias=_cat_bias(
                 [q.bias, k.bias, v.bias], [q.out_features, k.out_features, v.out_features], qkv
             ),
             o=attention.o_proj.weight.t().contiguous(),
             o_bias=attention.o_proj.bias,
+            post_attention_norm=None,
             gate_up=gate_up.unflatten(0, (2, -1)).transpose(1, 2).contiguous(),
             gate_up_bias=_stack_bias([gate.bias, up.bias], gate.out_features, gate_up),
             down=mlp.down_proj.weight.t().contiguous(),
+            down_bias=mlp.down_proj.bias,
+        )
+
+    def _view_layer(self, layer) -> _LayerWeights:
+        """The layer's weights as transposed views: nothing copied but the (small) biases."""
+        attention, mlp = layer.self_attn, layer.mlp
+        q, k, v = attention.q_proj, attention.k_proj, attention.v_proj
+        gate, up = mlp.gate_proj, mlp.up_proj
+        return _LayerWeights(
+            input_norm=layer.input_layernorm.weight,
+            qkv=(q.weight.t(), k.weight.t(), v.weight.t()),
+            qkv_bias=_cat_bias(
+                [q.bias, k.bias, v.bias], [q.out_features, k.out_features, v.out_features], q.weight
+            ),
+            o=attention.o_proj.weight.t(),
+            o_bias=attention.o_proj.bias,
+            post_attention_norm=layer.post_attention_layernorm.weight,
+            gate_up=(gate.weight.t(), up.weight.t()),
+            gate_up_bias=_stack_bias([gate.bias, up.bias], gate.out_features, gate.weight),
+            down=mlp.down_proj.weight.t(),
             down_bias=mlp.down_proj.bias,
         )
 
@@ -213,16 +259,23 @@ class FastDecoder:
 
     # ---- shared pieces -------------------------------------------------------------------
 
-    def _norm(self, x: torch.Tensor) -> torch.Tensor:
-        """x / rms(x), weight folded elsewhere. One reduction kernel instead of F.rms_norm's
-        pow/mean/add/rsqrt chain: rms^2 + eps == |x|^2 / n + eps."""
+    def _norm(self, x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+        """x / rms(x) (* weight, when not folded elsewhere). One reduction kernel instead of
+        F.rms_norm's pow/mean/add/rsqrt chain: rms^2 + eps == |x|^2 / n + eps."""
         length = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-        return x * torch.addcmul(self.eps_tensor, length, length, value=1.0 / x.shape[-1]).rsqrt_()
+        normed = x * torch.addcmul(self.eps_tensor, length, length, value=1.0 / x.shape[-1]).rsqrt_()
+        return normed if weight is None else normed.mul_(weight)
 
     def _qkv(self, x: torch.Tensor, weights: _LayerWeights, cos: torch.Tensor, sin: torch.Tensor):
         """x: (N, hidden) -> roped q (N, H, D), roped k (N, KV, D), v (N, KV, D) (a view)."""
         h, kv, d = self.num_heads, self.num_kv_heads, self.head_dim
-        fused = _matmul(self._norm(x), weights.qkv, weights.qkv_bias)
+        normed = self._norm(x, weights.input_norm)
+        if len(weights.qkv) == 1:
+            fused = _matmul(normed, weights.qkv[0], weights.qkv_bias)
+        else:
+            fused = torch.cat([torch.mm(normed, w) for w in weights.qkv], dim=-1)
+            if weights.qkv_bias is not None:
+                fused.add_(weights.qkv_bias)
         # rotate_half of every head (v included, unused) in one contiguous 2-D matmul.
         rotated = torch.mm(fused.view(-1, d), self.rotate_half).view(x.shape[0], h + 2 * kv, d)
         heads = fused.view(x.shape[0], h + 2 * kv, d)
@@ -232,8 +285,8 @@ class FastDecoder:
 
     def _mlp_(self, x: torch.Tensor, weights: _LayerWeights) -> None:
         """x += down(act(gate(norm x)) * up(norm x)), in place."""
-        normed = self._norm(x)
-        if x.shape[0] > BATCHED_MLP_MAX_ROWS:
+        normed = self._norm(x, weights.post_attention_norm)
+        if x.shape[0] > BATCHED_MLP_MAX_ROWS or isinstance(weights.gate_up, tuple):
             gate, up = (_matmul(normed, w, None) for w in weights.gate_up)
             if weights.gate_up_bias is not None:
                 gate.add_(weights.gate_up_bias[0])
@@ -246,7 +299,7 @@ class FastDecoder:
         _add_matmul_(x, gate.mul_(up), weights.down, weights.down_bias)
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.mm(self._norm(x), self.lm_head).float()
+        return torch.mm(self._norm(x, self.final_norm), self.lm_head).float()
 
     # ---- prefill -------------------------------------------------------------------------
 

@@ -141,8 +141,12 @@ def test_grpo_on_the_service_learns_samples_what_it_trained_and_resumes(
     rewards = [r["rollout/reward_mean"] for r in records if "rollout/reward_mean" in r]
     trained = [r for r in records if r.get("role") == "trainer" and "actor/pg_loss" in r]
     assert len(rewards) == 10 and len(trained) == 10
-    first, last = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
-    assert last > first + 0.05, f"reward {first:.3f} -> {last:.3f}: {rewards}"
+    # Most later steps beat the start. (A mean of the last steps was thrown by a single step's
+    # dip, 0.68 -> 0.27 -> 0.46, in one run of six; untrained, a step's mean over 32 replies
+    # rises 0.05 above the start about one time in ten, so three of five about one in a hundred.)
+    first = sum(rewards[:3]) / 3
+    risen = [reward for reward in rewards[-5:] if reward > first + 0.05]
+    assert len(risen) >= 3, f"reward from {first:.3f}: {rewards}"
     # After every sync the engine samples from the trainer's saved weights: the service's sampled
     # logprobs equal the trainer's forward pass of the same tokens.
     diffs = [r["sync/max_logprob_diff"] for r in records if "sync/max_logprob_diff" in r]

@@ -20,10 +20,11 @@ parameter changed in place (tracked by tensor version counters), so a trainer's
 Fusing copies every weight but the embedding. Past ``FUSE_MAX_BYTES`` of such copies (a model
 of about 100M parameters in float32) the decoder computes with transposed *views* of the
 model's own weights instead: q, k and v (and gate and up) as separate matmuls, the norms'
-weights applied to the activations. A model that size decodes at the speed its weights are
-read from memory, which fusing does not change, while the copies would cost the model's size
-again in memory and seconds to rebuild after every weight update (at the Qwen2.5-0.5B shape:
-about 2 GB and 2.5 s). ``fuse=`` forces either way.
+weights applied to the activations. Views decode more slowly at that size (1.4-1.6x per step
+at the Qwen2.5-0.5B shape on a 2-core Xeon, whose matmul reads an (out, in) weight for a few
+rows more slowly than a pre-transposed one), but the copies would cost the layers' size again
+in memory and seconds to rebuild after every weight update (there: 1.9 GB, 2.5 s or more).
+``fuse=`` forces either way. docs/runtime.md has the measurements.
 
 Must not be used for models with sliding windows, per-head q/k norms or dynamic RoPE:
 ``unsupported_reason`` says why a model falls back to the generic path.

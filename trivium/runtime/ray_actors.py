@@ -5,7 +5,8 @@
 - ``ExplorerActor`` / ``TrainerActor``: the workers of ``trivium.runtime.workers`` in their own
   processes, looking up the run's shared experience queues by name; the explorer sees the
   engine actors through ``RemoteEngine``, the trainer holds its end of the weight broadcast.
-- ``QueueHost``: an experience queue shared by the explorer and trainer processes.
+- ``QueueClient``: the explorer's and trainer's side of a shared experience queue, whose
+  actor is ``queue_host.QueueHost``.
 - ``ActorProxy``: blocking calls on a worker actor, as if it were the local object.
 
 Calls go through Ray (``ray_calls.py``: errors come back as the original exception, and an
@@ -15,7 +16,6 @@ message; ``RemoteEngine``, the engine interface over an ``EngineHost`` handle, i
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any
 
@@ -23,15 +23,12 @@ import torch
 
 from trivium.explorer.settings import EngineSettings
 from trivium.models.engine.base import InferenceEngine
+from trivium.runtime.queue_host import queue_actor_name
 from trivium.runtime.ray_calls import RemoteEngine, call_actor
 from trivium.runtime.settings import RunSettings
 from trivium.runtime.workers import ExplorerWorker, TrainerWorker
 from trivium.sync.collective_transport import CollectiveSender
 from trivium.sync.transport import WeightTransport
-
-
-def queue_actor_name(buffer_name: str) -> str:
-    return f"queue:{buffer_name}"
 
 
 class ActorProxy:
@@ -208,43 +205,6 @@ def remote_engines(handles: list[Any], engine: EngineSettings) -> list[Inference
 
 
 # ---------------------------------------------------------------- shared queues
-
-
-class QueueHost:
-    """An ``ExperienceQueue`` in its own process; a threaded actor, so blocking reads and writes overlap."""
-
-    def __init__(self, storage_config: Any):
-        from trivium.buffer.queue_storage import new_queue
-
-        logging.basicConfig(level=logging.INFO)
-        self.queue = new_queue(storage_config)
-
-    def register_writer(self) -> None:
-        self.queue.register_writer()
-
-    def writer_finished(self) -> None:
-        self.queue.writer_finished()
-
-    def put(self, experiences) -> None:
-        self.queue.put(experiences)
-
-    def get(self, batch_size: int, timeout: float):
-        return self.queue.get(batch_size, timeout)
-
-    def close_consumer(self) -> None:
-        self.queue.close_consumer()
-
-    def unread(self, max_explore_step):
-        return self.queue.unread(max_explore_step)
-
-    def replace_unread(self, held) -> int:
-        return self.queue.replace_unread(held)
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def size(self) -> int:
-        return len(self.queue)
 
 
 class QueueClient:

@@ -30,13 +30,12 @@ from trivium.core.durations import seconds_text
 from trivium.core.storage_kinds import storage_kind
 from trivium.errors import ComponentDied, UserError
 from trivium.runtime.placement import PLACEMENT_TYPES, Placement
+from trivium.runtime.queue_host import QueueHost, queue_actor_name
 from trivium.runtime.ray_actors import (
     ActorProxy,
     EngineHost,
     ExplorerActor,
-    QueueHost,
     TrainerActor,
-    queue_actor_name,
 )
 from trivium.runtime.ray_calls import actor_errors, call_actor
 from trivium.runtime.ray_fit import check_cluster_fits

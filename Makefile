@@ -27,11 +27,13 @@ demo: setup
 
 # Two xdist workers, one per core, each with one OpenMP thread (inherited by the runs the
 # tests start as processes): two spinning thread pools on two cores slow both far more than
-# half. Tests that start Ray share one worker (the `ray` marker, tests/conftest.py).
+# half. Tests that start Ray (the `ray` marker, tests/conftest.py) run afterwards, alone: a
+# Ray run's half-dozen processes beside another test took two to three times as long.
 PYTEST_PARALLEL ?= -n 2 --dist loadgroup
 
 test: setup browser
-	OMP_NUM_THREADS=1 $(PY) -m pytest tests -q $(PYTEST_PARALLEL) --durations=25
+	OMP_NUM_THREADS=1 $(PY) -m pytest tests -q -m "not ray" $(PYTEST_PARALLEL) --durations=25
+	OMP_NUM_THREADS=1 $(PY) -m pytest tests -q -m ray --durations=10
 
 # The Studio's browser tests use Debian's Chromium (Playwright cannot download a browser here).
 # Installed when missing and apt-get exists; without it those tests skip and say why.

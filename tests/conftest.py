@@ -1,9 +1,10 @@
 """Fixtures shared by every test folder, and how the suite shares two workers.
 
-``make test`` runs the suite on two pytest-xdist workers (``--dist loadgroup``). Tests marked
-``ray`` start a local Ray instance, and Ray's clean-up (``ray stop --force``, the process
-checks) is machine-wide, so they all go to one worker, one at a time. Slow tests are handed
-out first, so the long ones do not end up last on one worker while the other sits idle.
+``make test`` runs the suite on two pytest-xdist workers (``--dist loadgroup``), then the tests
+marked ``ray`` in one process: they start a local Ray instance, and Ray's clean-up (``ray stop
+--force``, the process checks) is machine-wide. (Run with the rest on two workers, they all
+go to one worker, one at a time.) Slow tests are handed out first, so the long ones do not
+end up last on one worker while the other sits idle.
 """
 
 import pytest

@@ -1,8 +1,8 @@
 """The actor that holds an experience queue shared by the explorer and trainer processes.
 
 A module of its own, importing only the queue: Ray imports the module of an actor's class in
-the actor's process, so the queue's process does not import the workers, the models or
-transformers.
+the actor's process, so the queue's process imports the queue and the experiences it holds,
+not the workers, the engines or the weight transport.
 """
 
 from __future__ import annotations

@@ -59,5 +59,10 @@ def test_reasoning_gym_held_out_accuracy_rises_with_grpo(tmp_path, tiny_model_di
     # (0.556 to 0.861 in the others), while the sampled training accuracy rose from about 0.26
     # to 0.57-0.80 in each.
     assert evals[1] >= evals[0] + 7 / HELD_OUT, f"held-out accuracy did not rise beyond noise: {evals}"
-    # The training rewards rose too (each mean over 5 steps of 128 sampled replies).
-    assert sum(rollouts[-5:]) / 5 > sum(rollouts[:5]) / 5, rollouts
+    # The training rewards rose too: the second half's mean against the first ten steps' (each
+    # step 128 sampled replies). Not the last few steps alone: at this learning rate a run
+    # sometimes dips for a few steps and comes back (once in CI: 0.07 four steps before the end,
+    # 0.30 at the end, while the held-out accuracy still rose by more than the bar above). In
+    # ten runs the second half's mean was 0.64-0.76 against 0.28-0.33 for the first ten steps.
+    second_half, first_ten = rollouts[len(rollouts) // 2:], rollouts[:10]
+    assert sum(second_half) / len(second_half) > sum(first_ten) / 10 + 0.1, rollouts

@@ -6,6 +6,10 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 VLLM_VENV ?= .venv-vllm
+# trivium is installed in place (pip install -e), so Python caches its compiled modules only
+# when it may write bytecode: without the cache every process of a run (each Ray actor, each
+# test's subprocess) compiles trivium again, about 0.4 s each.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-fast test-vllm bench chaos vllm-env setup browser clean gpu-check
 

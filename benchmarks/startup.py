@@ -13,7 +13,12 @@ the run itself (``time/startup``: the process's start to its first step, read fr
   process's start to the first explorer step, the first rollout of the run;
 - ``torch + transformers floor``: a bare script that imports torch and transformers and loads
   the same tokenizer and model, timed the same way, and split into those three parts: what
-  any run that trains the model in its own process pays, trivium or not.
+  any run that trains the model in its own process pays, trivium or not;
+- ``floor, collector paused``: the same script with Python's cyclic garbage collector off, as
+  trivium keeps it while a run starts (``trivium/runtime/startup_collector.py``).
+
+trivium's modules are compiled first (``compileall``), and every process may write bytecode:
+what a user's second run finds, since Python caches a module's bytecode on its first import.
 
     python benchmarks/startup.py [--repeats 5]
 
@@ -23,6 +28,7 @@ Writes benchmarks/results/startup.md.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import statistics
@@ -44,8 +50,10 @@ FIRST_ROLLOUT_OVERRIDES = [
     "trainer.save_hf_checkpoint=never",
 ]
 FLOOR_SCRIPT = """
-import sys, time
+import gc, sys, time
 from trivium.runtime.startup import process_started_at
+if sys.argv[2:] == ["paused"]:
+    gc.disable()
 marks = [time.time()]
 import torch
 marks.append(time.time())
@@ -59,7 +67,8 @@ print(marks[-1] - started, *(later - earlier for earlier, later in zip(marks, ma
 """
 
 def environment() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    variables = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**variables, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
 def wall_seconds(command: list[str], cwd: Path) -> float:
@@ -88,10 +97,11 @@ def first_rollout_seconds(model: Path, data: Path, run_root: Path) -> tuple[floa
     return startups[0], wall
 
 
-def floor_seconds(model: Path, cwd: Path) -> list[float]:
-    """[process start to done, torch import, transformers import and tokenizer, model] in seconds."""
+def floor_seconds(model: Path, cwd: Path, *, collector: str = "on") -> list[float]:
+    """[process start to done, torch import, transformers import and tokenizer, model] in seconds,
+    with the garbage collector ``on`` or ``paused``."""
     completed = subprocess.run(
-        [sys.executable, "-c", FLOOR_SCRIPT, str(model)], cwd=cwd, env=environment(), check=True,
+        [sys.executable, "-c", FLOOR_SCRIPT, str(model), collector], cwd=cwd, env=environment(), check=True,
         capture_output=True, text=True,
     )
     return [float(value) for value in completed.stdout.splitlines()[-1].split()]
@@ -114,7 +124,7 @@ def measure(repeats: int, work: Path) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {name: [] for name in (
         "interpreter", "CLI import", "trivium plan", "first rollout", "first rollout: whole run",
         "torch + transformers floor", "floor: import torch", "floor: import transformers, load the tokenizer",
-        "floor: load the model",
+        "floor: load the model", "floor, collector paused",
     )}
     for repeat in range(repeats):
         samples["interpreter"].append(wall_seconds([python, "-c", "pass"], work))
@@ -126,8 +136,9 @@ def measure(repeats: int, work: Path) -> dict[str, list[float]]:
         samples["first rollout"].append(startup)
         samples["first rollout: whole run"].append(whole)
         floor = floor_seconds(model, work)
-        for name, value in zip(list(samples)[-4:], floor):
+        for name, value in zip(list(samples)[-5:-1], floor):
             samples[name].append(value)
+        samples["floor, collector paused"].append(floor_seconds(model, work, collector="paused")[0])
         print(f"repeat {repeat + 1}/{repeats}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in samples.items()), flush=True)
     return samples
 
@@ -146,6 +157,7 @@ HOW = {
                                                       "`AutoTokenizer.from_pretrained` (which imports the model "
                                                       "type's configuration code, and with it most of transformers)",
     "floor: load the model": "its `AutoModelForCausalLM.from_pretrained` (the model's code and weights)",
+    "floor, collector paused": "the same script with `gc.disable()` first; process start to done",
 }
 
 
@@ -165,12 +177,15 @@ def render(samples: dict[str, list[float]], repeats: int) -> str:
     for name, values in samples.items():
         lines.append(f"| {name} | {statistics.median(values):.2f} s | {min(values):.2f}-{max(values):.2f} s "
                      f"| {HOW[name]} |")
-    trivium_share = statistics.median(samples["first rollout"]) - statistics.median(samples["torch + transformers floor"])
+    first_rollout = statistics.median(samples["first rollout"])
+    trivium_share = first_rollout - statistics.median(samples["floor, collector paused"])
+    collector_share = (statistics.median(samples["torch + transformers floor"])
+                       - statistics.median(samples["floor, collector paused"]))
     lines += [
         "",
-        (f"Of the first rollout's median, {trivium_share:.2f} s is above the floor of importing torch and "
-         "transformers and loading the model once: the config checks, trivium's own imports, and building "
-         "the trainer and the rollout engine."),
+        (f"Pausing the garbage collector takes {collector_share:.2f} s off the floor. Of the first rollout's "
+         f"median, {trivium_share:.2f} s is above the floor with the collector paused, as trivium starts: the "
+         "config checks, trivium's own imports, and building the trainer and the rollout engine."),
     ]
     return "\n".join(lines) + "\n"
 
@@ -180,6 +195,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=RESULTS_FILE)
     args = parser.parse_args()
+    compileall.compile_dir(ROOT / "trivium", quiet=1)
     with tempfile.TemporaryDirectory() as work:
         samples = measure(args.repeats, Path(work))
     args.out.parent.mkdir(parents=True, exist_ok=True)

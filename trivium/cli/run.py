@@ -9,6 +9,7 @@ import os
 from trivium.cli.command import add_command
 from trivium.config.cli_args import add_config_arguments, add_plugin_dir_argument, print_notes
 from trivium.errors import UserError
+from trivium.runtime.startup_collector import collector_paused
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,14 +23,19 @@ def run_command(args: argparse.Namespace) -> int:
 
     Load, resolve and validate the config (all stages), write config.resolved.yaml into
     the run directory, load plugins, then run each stage."""
+    world = _launched_world()
+    if world is not None and world.rank != 0:
+        return _wait_as_trainer_rank(world, args.plugin_dir)
+    with collector_paused():  # until the first stage's components are built (startup_collector.py)
+        return _run_stages(args, world)
+
+
+def _run_stages(args: argparse.Namespace, world) -> int:
     from trivium.config.prepare import prepare
     from trivium.config.run_dir import write_resolved
     from trivium.config.run_lock import run_lock
     from trivium.config.stages import use_previous_stage_weights
 
-    world = _launched_world()
-    if world is not None and world.rank != 0:
-        return _wait_as_trainer_rank(world, args.plugin_dir)
     stages = prepare(args.config, args.overrides, mapping=args.mapping, plugin_dirs=args.plugin_dir)
     with contextlib.ExitStack() as locks:
         if world is not None:

@@ -20,6 +20,7 @@ from trivium.runtime.cpu_share import restored_torch_threads
 from trivium.runtime.mode_loops import MODE_LOOPS
 from trivium.runtime.quiet_output import quiet_third_party_output
 from trivium.runtime.session import RunSession
+from trivium.runtime.startup_collector import startup_finished
 from trivium.runtime.write_faults import write_fault, write_fault_error
 
 logger = logging.getLogger("trivium.runtime")
@@ -54,6 +55,7 @@ def _launch(config: Any, console: Any) -> int:
 
     with stopping.stop_on_signals():
         session = RunSession(config, console=console)
+        startup_finished()  # the components exist: the collector runs again (startup_collector.py)
         try:
             settings = session.settings
             progress = RunProgress(

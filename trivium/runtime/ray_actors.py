@@ -26,6 +26,7 @@ from trivium.models.engine.base import InferenceEngine
 from trivium.runtime.queue_host import queue_actor_name
 from trivium.runtime.ray_calls import RemoteEngine, call_actor
 from trivium.runtime.settings import RunSettings
+from trivium.runtime.startup_collector import collector_paused
 from trivium.runtime.workers import ExplorerWorker, TrainerWorker
 from trivium.sync.collective_transport import CollectiveSender
 from trivium.sync.transport import WeightTransport
@@ -85,15 +86,17 @@ class ActorProcess:
 
 class ExplorerActor(ActorProcess, ExplorerWorker):
     def __init__(self, settings: RunSettings, engine_handles: list[Any], torch_threads: int | None):
-        prepare_actor_process(settings, torch_threads)
-        super().__init__(settings, engines=remote_engines(engine_handles, settings.explorer.rollout))
+        with collector_paused():
+            prepare_actor_process(settings, torch_threads)
+            super().__init__(settings, engines=remote_engines(engine_handles, settings.explorer.rollout))
 
 
 class TrainerActor(ActorProcess, TrainerWorker):
     def __init__(self, settings: RunSettings, resume_step: int | None, torch_threads: int | None,
                  transport: WeightTransport, rank_launcher: Any = None):
-        prepare_actor_process(settings, torch_threads)
-        super().__init__(settings, transport=transport, resume_step=resume_step, rank_launcher=rank_launcher)
+        with collector_paused():
+            prepare_actor_process(settings, torch_threads)
+            super().__init__(settings, transport=transport, resume_step=resume_step, rank_launcher=rank_launcher)
 
     def node_address(self) -> str:
         import ray
@@ -125,6 +128,10 @@ class EngineHost(ActorProcess):
     """An inference engine in its own process."""
 
     def __init__(self, settings: EngineSettings, index: int, run: RunSettings, torch_threads: int | None):
+        with collector_paused():
+            self._start(settings, index, run, torch_threads)
+
+    def _start(self, settings: EngineSettings, index: int, run: RunSettings, torch_threads: int | None) -> None:
         from trivium.models.engine import create_engine
         from trivium.monitor.logs import setup_component_logger
         from trivium.registry import load_plugin_dir

@@ -210,10 +210,8 @@ class RayPlacement(Placement):
                 .remote(storage)
             )
             self.handles[name] = handle
-        # Queues must exist before the workers look them up by name.
-        for name, handle in list(self.handles.items()):
-            with actor_errors(name):
-                ray.get(handle.size.remote())
+        # Not waited for here: a named actor can be looked up as soon as it is created, so the
+        # queues start while the workers do, and ``placed`` waits for them with the rest.
 
     # ------------------------------------------------------------------ workers
     def engines(self) -> list[Any]:
@@ -265,8 +263,7 @@ class RayPlacement(Placement):
         parallel; wait for each constructor here, in the order they were started (the first
         error names its actor), then record where they landed."""
         for name, handle in self.handles.items():
-            if not name.startswith("queue:"):
-                call_actor(handle, name, "pid")
+            call_actor(handle, name, "size" if name.startswith("queue:") else "pid")
         self.write_actor_table()
 
     def write_actor_table(self) -> None:

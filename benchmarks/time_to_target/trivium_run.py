@@ -159,6 +159,7 @@ def main() -> None:
 
     from trivium.config.prepare import prepare
     from trivium.runtime.launcher import launch
+    from trivium.runtime.startup_collector import collector_paused
 
     global RESULT, WATCH, MathWithVerifierLatency
     MathWithVerifierLatency = _math_with_verifier_latency()
@@ -192,8 +193,9 @@ def main() -> None:
                 old_logprobs=args.old_logprobs or ("engine" if args.mode == "both" else "auto"),
             )
         )
-        (stage,) = prepare(config_path)
-        launch(stage.config)
+        with collector_paused():  # as `trivium run` starts (trivium/runtime/startup_collector.py)
+            (stage,) = prepare(config_path)
+            launch(stage.config)
         result.peak_rss_mb = common.peak_rss_mb()
         result.stopped_by = result.stopped_by or "max_steps"
         final = max(Path(root).glob("time_to_target/*/global_step_*/actor"))

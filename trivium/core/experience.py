@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from trivium.core.array_pickling import arrays_to_tensors, tensors_to_arrays
 from trivium.core.sampling_mask import SamplingMask
 from trivium.lazy import lazy_module
 
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
     import torch
 else:
     torch = lazy_module("torch", globals())
+
+
+_TENSOR_FIELDS = ("tokens", "logprobs", "action_mask", "advantages", "returns", "teacher_logprobs")
 
 
 def new_experience_id() -> str:
@@ -99,6 +103,13 @@ class Experience:
                 f"Experience: sampling_mask covers {self.sampling_mask.length} tokens, "
                 f"the response has {self.response_length}"
             )
+
+    # Pickled with numpy arrays for tensors: much faster across processes (core/array_pickling.py).
+    def __getstate__(self) -> dict[str, Any]:
+        return tensors_to_arrays(self.__dict__, _TENSOR_FIELDS)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(arrays_to_tensors(state, _TENSOR_FIELDS))
 
     @property
     def response_length(self) -> int:

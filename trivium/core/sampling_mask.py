@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from trivium.core.array_pickling import arrays_to_tensors, tensors_to_arrays
 from trivium.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -50,6 +51,12 @@ class SamplingMask:
             raise ValueError(
                 f"SamplingMask: the counts add up to {recorded} ids but token_ids holds {self.token_ids.numel()}"
             )
+
+    def __getstate__(self) -> dict[str, Any]:  # as an Experience is (core/array_pickling.py)
+        return tensors_to_arrays(self.__dict__, ("counts", "token_ids"))
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(arrays_to_tensors(state, ("counts", "token_ids")))
 
     @classmethod
     def unrecorded(cls, length: int, temperature: float = 1.0) -> SamplingMask:

@@ -66,6 +66,13 @@ started = process_started_at()
 print(marks[-1] - started, *(later - earlier for earlier, later in zip(marks, marks[1:])))
 """
 
+# What floor_seconds returns, in its order.
+FLOOR_PARTS = (
+    "torch + transformers floor", "floor: import torch", "floor: import transformers, load the tokenizer",
+    "floor: load the model",
+)
+
+
 def environment() -> dict[str, str]:
     variables = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     return {**variables, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
@@ -123,8 +130,7 @@ def measure(repeats: int, work: Path) -> dict[str, list[float]]:
     python = sys.executable
     samples: dict[str, list[float]] = {name: [] for name in (
         "interpreter", "CLI import", "trivium plan", "first rollout", "first rollout: whole run",
-        "torch + transformers floor", "floor: import torch", "floor: import transformers, load the tokenizer",
-        "floor: load the model", "floor, collector paused",
+        *FLOOR_PARTS, "floor, collector paused",
     )}
     for repeat in range(repeats):
         samples["interpreter"].append(wall_seconds([python, "-c", "pass"], work))
@@ -136,7 +142,7 @@ def measure(repeats: int, work: Path) -> dict[str, list[float]]:
         samples["first rollout"].append(startup)
         samples["first rollout: whole run"].append(whole)
         floor = floor_seconds(model, work)
-        for name, value in zip(list(samples)[-5:-1], floor):
+        for name, value in zip(FLOOR_PARTS, floor, strict=True):
             samples[name].append(value)
         samples["floor, collector paused"].append(floor_seconds(model, work, collector="paused")[0])
         print(f"repeat {repeat + 1}/{repeats}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in samples.items()), flush=True)

@@ -263,7 +263,7 @@ class RayPlacement(Placement):
         parallel; wait for each constructor here, in the order they were started (the first
         error names its actor), then record where they landed."""
         for name, handle in self.handles.items():
-            call_actor(handle, name, "size" if name.startswith("queue:") else "pid")
+            call_actor(handle, name, "pid")
         self.write_actor_table()
 
     def write_actor_table(self) -> None:

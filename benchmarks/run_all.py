@@ -17,6 +17,7 @@ BENCHMARKS = [
     ["time_to_target/run.py", "--task", "countdown", "--systems", "trl", "colocate", "both"],
     ["asynchrony.py"],
     ["contention.py"],
+    ["quickstart.py"],
     ["startup.py"],
     ["scaling.py"],
 ]

@@ -14,9 +14,10 @@ from trivium.data.builder import build_task_data
 from trivium.models.tiny import build_tiny_model
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-# The quickstart recipes' SFT stage stops at 350 steps, where the model has begun to carry; the
-# GRPO tests start from it as the recipes' GRPO stages do.
-SFT_STEPS = 350
+# The quickstart recipes' SFT stages: examples/quickstart.yaml stops at 300 steps, as the model
+# begins to carry, and gives GRPO 200 steps; the FSDP and LoRA recipes stop at 350, where it
+# carries more often, and give GRPO 100. The GRPO tests start where their recipe's stage ends.
+SFT_STEPS = (300, 350)
 
 
 @pytest.fixture(scope="session")
@@ -127,37 +128,42 @@ def quickstart_inputs(tmp_path_factory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def quickstart_sft_run(tmp_path_factory, quickstart_inputs) -> Path:
-    """The quickstart's SFT stage, ``SFT_STEPS`` long, run once per session: its run directory.
+def quickstart_sft_runs(tmp_path_factory, quickstart_inputs) -> dict[int, Path]:
+    """The quickstart's SFT stage, run once per session and copied at each length of
+    ``SFT_STEPS``: the run directories by length. Each length continues the shorter one's run.
 
     The quickstart recipes (plain, FSDP, LoRA) share this stage; ``continue_quickstart`` puts
     it in front of a recipe's GRPO stage.
     """
     recipe = yaml.safe_load((EXAMPLES / "quickstart.yaml").read_text())
     recipe["stages"] = recipe["stages"][:1]
-    recipe["stages"][0]["buffer"]["total_steps"] = SFT_STEPS
     root = tmp_path_factory.mktemp("quickstart_sft")
     run_dir = root / "runs" / recipe["project"] / recipe["name"] / "sft_warmup"
     config = root / "sft.yaml"
-    config.write_text(yaml.safe_dump(recipe, sort_keys=False))
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in quickstart_inputs.items():
-            patch.setenv(name, value)
-        patch.setenv("TRIVIUM_CHECKPOINT_ROOT_DIR", str(root / "runs"))
-        assert main(["run", "--config", str(config)]) == 0
-    assert (run_dir / f"global_step_{SFT_STEPS}" / "actor" / "huggingface").is_dir()
-    return run_dir
+    runs = {}
+    for steps in SFT_STEPS:
+        recipe["stages"][0]["buffer"]["total_steps"] = steps
+        config.write_text(yaml.safe_dump(recipe, sort_keys=False))
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in quickstart_inputs.items():
+                patch.setenv(name, value)
+            patch.setenv("TRIVIUM_CHECKPOINT_ROOT_DIR", str(root / "runs"))
+            assert main(["run", "--config", str(config), "continue_from_checkpoint=true"]) == 0
+        assert (run_dir / f"global_step_{steps}" / "actor" / "huggingface").is_dir()
+        runs[steps] = shutil.copytree(run_dir, root / f"sft_{steps}", ignore=shutil.ignore_patterns("*.lock"))
+    return runs
 
 
-def continue_quickstart(sft_run: Path, tmp_path: Path, recipe: str, run_name: str) -> str:
-    """``examples/<recipe>`` with its SFT stage ``SFT_STEPS`` long, found finished: the SFT run
-    ``sft_run`` is placed where the recipe keeps that stage (under ``tmp_path/runs``), so
-    ``trivium run`` with ``continue_from_checkpoint=true`` starts the GRPO stage from its weights,
-    as it does for a run stopped between the two stages. Returns the recipe's path."""
+def continue_quickstart(sft_runs: dict[int, Path], tmp_path: Path, recipe: str, run_name: str) -> str:
+    """``examples/<recipe>`` with its SFT stage found finished: the run of ``sft_runs`` as long
+    as the recipe's stage is placed where the recipe keeps that stage (under ``tmp_path/runs``),
+    so ``trivium run`` with ``continue_from_checkpoint=true`` starts the GRPO stage from its
+    weights, as it does for a run stopped between the two stages. Returns the recipe's path."""
     config = yaml.safe_load((EXAMPLES / recipe).read_text())
-    config["stages"][0]["buffer"]["total_steps"] = SFT_STEPS
+    steps = config["stages"][0]["buffer"]["total_steps"]
+    assert steps in sft_runs, f"{recipe}'s SFT stage is {steps} steps long; SFT_STEPS has {sorted(sft_runs)}"
     destination = tmp_path / "runs" / config["project"] / run_name / "sft_warmup"
-    shutil.copytree(sft_run, destination, ignore=shutil.ignore_patterns("*.lock"))
+    shutil.copytree(sft_runs[steps], destination, ignore=shutil.ignore_patterns("*.lock"))
     path = tmp_path / recipe
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return str(path)

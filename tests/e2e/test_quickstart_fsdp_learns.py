@@ -18,13 +18,13 @@ GRPO_STEPS = 40
 @pytest.mark.xdist_group("quickstart_sft")  # one worker runs the shared SFT stage once
 @pytest.mark.timeout(1500)  # the shared SFT warm-up runs first when this test is the first to need it
 def test_fsdp_grpo_stage_raises_reward_and_resumes_on_one_rank(
-    tmp_path, monkeypatch, quickstart_inputs, quickstart_sft_run
+    tmp_path, monkeypatch, quickstart_inputs, quickstart_sft_runs
 ):
     for name, value in quickstart_inputs.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("TRIVIUM_CHECKPOINT_ROOT_DIR", str(tmp_path / "runs"))
     # The SFT stage (350 steps, as the recipe's) found finished; the GRPO stage shortened.
-    recipe = continue_quickstart(quickstart_sft_run, tmp_path, "quickstart_fsdp.yaml", "arithmetic_fsdp")
+    recipe = continue_quickstart(quickstart_sft_runs, tmp_path, "quickstart_fsdp.yaml", "arithmetic_fsdp")
     shortened = [f"explorer.eval_interval={GRPO_STEPS}", "continue_from_checkpoint=true"]
     assert main(["run", "--config", recipe, f"buffer.total_steps={GRPO_STEPS}", *shortened]) == 0
 

@@ -17,14 +17,14 @@ GRPO_STEPS = 40
 @pytest.mark.xdist_group("quickstart_sft")  # one worker runs the shared SFT stage once
 @pytest.mark.timeout(1500)  # the shared SFT warm-up runs first when this test is the first to need it
 def test_lora_grpo_stage_raises_accuracy_and_syncs_only_the_adapter(
-    tmp_path, monkeypatch, quickstart_inputs, quickstart_sft_run
+    tmp_path, monkeypatch, quickstart_inputs, quickstart_sft_runs
 ):
     for name, value in quickstart_inputs.items():
         monkeypatch.setenv(name, value)
     model_dir = Path(quickstart_inputs["TRIVIUM_MODEL_PATH"])
     monkeypatch.setenv("TRIVIUM_CHECKPOINT_ROOT_DIR", str(tmp_path / "runs"))
     # The recipe's SFT stage (350 steps) found finished; the GRPO stage shortened.
-    recipe = continue_quickstart(quickstart_sft_run, tmp_path, "quickstart_lora.yaml", "arithmetic_lora")
+    recipe = continue_quickstart(quickstart_sft_runs, tmp_path, "quickstart_lora.yaml", "arithmetic_lora")
     overrides = [f"buffer.total_steps={GRPO_STEPS}", f"explorer.eval_interval={GRPO_STEPS}", "continue_from_checkpoint=true"]
     assert main(["run", "--config", recipe, *overrides]) == 0
 

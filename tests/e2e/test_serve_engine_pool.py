@@ -1,6 +1,7 @@
 """``mode: serve`` with two engines end to end: sessions spread over both, weights roll into both
 while the run trains, and a run whose engines fail their health checks ends naming the key."""
 
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -21,6 +22,10 @@ from .test_serve_mode_learns import (
 )
 
 SESSIONS = 8  # one trainer batch per round
+HELD_OUT = {
+    "name": "held_out", "storage_type": "file", "split": "test",
+    "format": {"prompt_key": "question", "response_key": "answer", "system_prompt": ""},
+}
 
 
 def play_short_round(client: openai.OpenAI, root: str, round_number: int) -> list[int]:
@@ -54,10 +59,14 @@ def test_a_serve_run_with_two_engines_trains_and_rolls_the_weights_into_both(ass
     config["buffer"]["train_batch_size"] = SESSIONS
     config["trainer"]["total_steps"] = 2
     config["explorer"].update(
-        rollout_model={"engine_num": 2}, min_running_model_num=1, service_status_check_interval=5
+        rollout_model={"engine_num": 2}, min_running_model_num=1, service_status_check_interval=5,
+        eval_on_startup=True, eval_interval=2,
     )
+    config["buffer"]["explorer_input"] = {"default_workflow_type": "math", "eval_tasksets": [HELD_OUT | {"path": assets["data"]}]}
     run, exit_codes = start_run(config, tmp_path)
     wait_until_up(root, run)
+    # The evaluation at start samples through the pool, as every call does: the pool counts its calls.
+    wait_for_answered_calls(root, run)
     client = openai.OpenAI(base_url=f"{root}/v1", api_key="unused", max_retries=0)
     assert play_short_round(client, root, 0) == [0] * SESSIONS
     wait_for_newer_weights(root, 0, run)
@@ -70,6 +79,17 @@ def test_a_serve_run_with_two_engines_trains_and_rolls_the_weights_into_both(ass
     records = read_metrics(tmp_path / "runs" / "e2e" / "serve")
     assert len([r for r in records if r["role"] == "trainer" and "actor/pg_loss" in r]) == 2
     assert [r["explorer/model_version"] for r in records if "serve/sessions" in r] == [0.0, 1.0]
+    assert [r["step"] for r in records if "eval/held_out/accuracy" in r] == [0, 2]  # at start, after 2 commits
+
+
+def wait_for_answered_calls(root: str, run, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and run.is_alive():
+        engines = httpx.get(f"{root}/engines").json()["engines"]
+        if sum(engine["calls_answered"] for engine in engines) > 0:
+            return
+        time.sleep(0.2)
+    raise AssertionError("no call reached the pool: the evaluation at start sampled around it")
 
 
 @pytest.mark.slow

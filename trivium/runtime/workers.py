@@ -140,6 +140,23 @@ class ExplorerWorker:
         tmp.write_text(json.dumps(self.state_dict()))
         tmp.replace(self.position_file)
 
+    def sample_through(self, engines: list[InferenceEngine]) -> None:
+        """Run the workflows (in serve mode, the evaluations) on ``engines`` from now on, in place
+        of the engines this worker was built with: serve mode hands in its pool's routed
+        engines, so an evaluation never samples from an engine that is loading or has failed.
+        Weights still reach the engines this worker was built with (``self.engines``)."""
+        old_pool, old_wrappers, old_api = self.explorer.runner_pool, self.wrappers, self.workflow_api
+        explorer = self.settings.explorer
+        self.wrappers = builders.build_wrappers(explorer.wrapper, engines)
+        self.workflow_api = builders.build_workflow_api(self.settings, self.wrappers, self.auxiliary_wrappers)
+        pool = builders.build_runner_pool(self.settings, self.wrappers, self.auxiliary_wrappers, self.workflow_api)
+        self.explorer.runner_pool = self.explorer.eval_runner_pool = pool
+        old_pool.shutdown()
+        if old_api is not None:
+            old_api.close()
+        for wrapper in old_wrappers:
+            wrapper.close()
+
     def _release_engine_threads(self) -> None:
         # Between steps the wrappers' serving threads exit (see RequestBatcher).
         for wrapper in (*self.wrappers, *self.auxiliary_wrappers):

@@ -261,6 +261,8 @@ class RoutedEngine(InferenceEngine):
         self.pool = pool
         self.home = home
         self.tokenizer = pool.engines[0].tokenizer
+        # The same model in every engine: token ids outside it are refused before any engine is picked.
+        self.vocab_size = getattr(pool.engines[0], "vocab_size", None)
 
     def generate(
         self, prompts: list[list[int]], params: SamplingParams | Sequence[SamplingParams]

@@ -52,6 +52,7 @@ def run_serve(session: RunSession, progress: Any = None) -> None:
     check_port_free(address.listen_address, address.port, key="explorer.proxy_port")
     log_lock = threading.Lock()  # commits (HTTP threads) and syncs (trainer thread) both log
     pool = EnginePool(worker.engines, min_running=address.min_running_engines)
+    worker.sample_through([pool.routed() for _ in worker.engines])  # evaluations too go to engines in rotation
     rollout = EngineRollout(pool, worker)
     writer = create_writer(settings.explorer.experience_buffer)
     recorder, wrappers = _recorder(session, pool, writer, log_lock)

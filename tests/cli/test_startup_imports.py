@@ -48,7 +48,7 @@ def test_plan_checks_the_quickstart_without_importing_torch_or_any_other_heavy_p
     assert result["code"] == 0, result["output"]
     # Both stages were resolved and checked, algorithm functions and workflows included.
     assert "== stage 2/2: grpo" in result["output"]
-    assert "whole run: explorer 150 steps" in result["output"]
+    assert "whole run: explorer 200 steps" in result["output"]
     assert result["heavy"] == []
 
 

@@ -1,5 +1,6 @@
-"""``mode: serve`` with two engines end to end: sessions spread over both, weights roll into both
-while the run trains, and a run whose engines fail their health checks ends naming the key."""
+"""``mode: serve`` with two engines end to end: sessions and evaluations spread over both, weights
+roll into both while the run trains, and a run whose engines fail their health checks ends
+naming the key."""
 
 import time
 import uuid
@@ -62,7 +63,9 @@ def test_a_serve_run_with_two_engines_trains_and_rolls_the_weights_into_both(ass
         rollout_model={"engine_num": 2}, min_running_model_num=1, service_status_check_interval=5,
         eval_on_startup=True, eval_interval=2,
     )
-    config["buffer"]["explorer_input"] = {"default_workflow_type": "math", "eval_tasksets": [HELD_OUT | {"path": assets["data"]}]}
+    config["buffer"]["explorer_input"] = {
+        "default_workflow_type": "math", "eval_tasksets": [HELD_OUT | {"path": assets["data"]}]
+    }
     run, exit_codes = start_run(config, tmp_path)
     wait_until_up(root, run)
     # The evaluation at start samples through the pool, as every call does: the pool counts its calls.

@@ -11,6 +11,9 @@ the run itself (``time/startup``: the process's start to its first step, read fr
 - ``first rollout``: ``trivium run`` of the quickstart's GRPO stage alone (``stages=[]``, no
   evaluation sets, one step) on a fresh tiny model: ``time/startup`` is the time from the
   process's start to the first explorer step, the first rollout of the run;
+- ``first step on Ray``: the same for ``examples/ray_both.yaml`` (the quickstart task on a
+  local Ray, ``both``, two rollout engines), as it runs (the engines inside the explorer's
+  actor) and with an actor per engine (``cluster.engines_in_explorer=false``, as on GPUs);
 - ``torch + transformers floor``: a bare script that imports torch and transformers and loads
   the same tokenizer and model, timed the same way, and split into those three parts: what
   any run that trains the model in its own process pays, trivium or not;
@@ -44,6 +47,7 @@ from machine import describe  # benchmarks/, the script's own folder, is on sys.
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_FILE = Path(__file__).parent / "results" / "startup.md"
 QUICKSTART = ROOT / "examples" / "quickstart.yaml"
+RAY_BOTH = ROOT / "examples" / "ray_both.yaml"
 # The quickstart's GRPO stage alone, one step, nothing evaluated: the run ends soon after its first rollout.
 FIRST_ROLLOUT_OVERRIDES = [
     "stages=[]", "buffer.total_steps=1", "explorer.eval_on_startup=false", "buffer.explorer_input.eval_tasksets=[]",
@@ -85,18 +89,22 @@ def wall_seconds(command: list[str], cwd: Path) -> float:
     return time.perf_counter() - began
 
 
-def first_rollout_seconds(model: Path, data: Path, run_root: Path) -> tuple[float, float]:
-    """(time/startup the run logged, the whole run's wall seconds) of one short quickstart run."""
+def first_rollout_seconds(model: Path, data: Path, run_root: Path, config: Path = QUICKSTART,
+                          *overrides: str) -> tuple[float, float]:
+    """(time/startup the run logged, the whole run's wall seconds) of one short run of ``config``
+    (a recipe of the quickstart project)."""
     env = {**environment(), "TRIVIUM_MODEL_PATH": str(model), "TRIVIUM_DATA_PATH": str(data),
            "TRIVIUM_CHECKPOINT_ROOT_DIR": str(run_root)}
+    env.pop("RAY_ADDRESS", None)  # a Ray recipe starts its own local Ray, as on a user's machine
     run_root.mkdir(parents=True)
     began = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "trivium.cli.main", "run", "--config", str(QUICKSTART), *FIRST_ROLLOUT_OVERRIDES],
+        [sys.executable, "-m", "trivium.cli.main", "run", "--config", str(config), *FIRST_ROLLOUT_OVERRIDES,
+         *overrides],
         cwd=run_root, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     wall = time.perf_counter() - began
-    metrics = run_root / "quickstart" / "arithmetic" / "metrics.jsonl"
+    (metrics,) = run_root.glob("quickstart/*/metrics.jsonl")
     startups = [record["time/startup"] for record in map(json.loads, metrics.read_text().splitlines())
                 if "time/startup" in record]
     if len(startups) != 1:
@@ -130,7 +138,7 @@ def measure(repeats: int, work: Path) -> dict[str, list[float]]:
     python = sys.executable
     samples: dict[str, list[float]] = {name: [] for name in (
         "interpreter", "CLI import", "trivium plan", "first rollout", "first rollout: whole run",
-        *FLOOR_PARTS, "floor, collector paused",
+        "first step on Ray", "first step on Ray, an actor per engine", *FLOOR_PARTS, "floor, collector paused",
     )}
     for repeat in range(repeats):
         samples["interpreter"].append(wall_seconds([python, "-c", "pass"], work))
@@ -141,6 +149,9 @@ def measure(repeats: int, work: Path) -> dict[str, list[float]]:
         startup, whole = first_rollout_seconds(model, data, work / f"run_{repeat}")
         samples["first rollout"].append(startup)
         samples["first rollout: whole run"].append(whole)
+        samples["first step on Ray"].append(first_rollout_seconds(model, data, work / f"ray_{repeat}", RAY_BOTH)[0])
+        samples["first step on Ray, an actor per engine"].append(first_rollout_seconds(
+            model, data, work / f"ray_actors_{repeat}", RAY_BOTH, "cluster.engines_in_explorer=false")[0])
         floor = floor_seconds(model, work)
         for name, value in zip(FLOOR_PARTS, floor, strict=True):
             samples[name].append(value)
@@ -156,6 +167,11 @@ HOW = {
     "first rollout": "`time/startup` of `trivium run` on the quickstart's GRPO stage: process start to the first "
                      "explorer step",
     "first rollout: whole run": "the same run, spawn to exit (one step, a final checkpoint, plots and report)",
+    "first step on Ray": "`time/startup` of `trivium run` on `examples/ray_both.yaml`'s GRPO stage (the same "
+                         "overrides): a local Ray started, the explorer's actor hosting both engines, the trainer's "
+                         "actor, a queue actor",
+    "first step on Ray, an actor per engine": "the same with `cluster.engines_in_explorer=false`: an actor for each "
+                                              "of the two engines as well, as on GPUs",
     "torch + transformers floor": "a bare script: import torch and transformers, load the tiny tokenizer and "
                                   "model; process start to done",
     "floor: import torch": "its `import torch`",
@@ -192,6 +208,11 @@ def render(samples: dict[str, list[float]], repeats: int) -> str:
         (f"Pausing the garbage collector takes {collector_share:.2f} s off the floor. Of the first rollout's "
          f"median, {trivium_share:.2f} s is above the floor with the collector paused, as trivium starts: the "
          "config checks, trivium's own imports, and building the trainer and the rollout engine."),
+        "",
+        (f"On Ray the first step comes {statistics.median(samples['first step on Ray']) - first_rollout:.2f} s "
+         "later than in one process: `ray.init` of a local Ray (3-4 s on 2 cores, most of it waiting for Ray's own "
+         "processes; `trivium run` imports its runtime meanwhile), then the actors' processes, each importing "
+         "torch and building its side, all on the same 2 cores."),
     ]
     return "\n".join(lines) + "\n"
 

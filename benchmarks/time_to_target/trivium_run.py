@@ -158,7 +158,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from trivium.config.prepare import prepare
-    from trivium.runtime.launcher import launch
+    from trivium.runtime.local_ray import ray_started_for
     from trivium.runtime.startup_collector import collector_paused
 
     global RESULT, WATCH, MathWithVerifierLatency
@@ -195,6 +195,8 @@ def main() -> None:
         )
         with collector_paused():  # as `trivium run` starts (trivium/runtime/startup_collector.py)
             (stage,) = prepare(config_path)
+            with ray_started_for(stage.config):  # as `trivium run` starts Ray: before the heavy imports
+                from trivium.runtime.launcher import launch
             launch(stage.config)
         result.peak_rss_mb = common.peak_rss_mb()
         result.stopped_by = result.stopped_by or "max_steps"

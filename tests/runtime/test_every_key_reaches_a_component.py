@@ -54,6 +54,8 @@ CONTEXT = {
        for key in ("fully_sharded_loras", "max_cpu_loras")},
     # Only a cluster with GPUs has a choice of what to compute on.
     "cluster.compute_device": {"cluster.gpu_per_node": 2, "cluster.placement": "ray"},
+    # Where the engines run is a choice on Ray only (in one process they are the explorer's).
+    "cluster.engines_in_explorer": {"cluster.placement": "ray"},
 }
 # Probe values where the generic rule would give an invalid or meaningless one.
 PROBES = {
@@ -85,6 +87,7 @@ PROBES = {
     "buffer.trainer_input.auxiliary_buffers": {"expert": {"storage_type": "file", "path": "/tmp/expert"}},
     "cluster.placement": "ray",
     "cluster.compute_device": "cpu",
+    "cluster.engines_in_explorer": False,  # null already runs them in the explorer on a CPU
     "synchronizer.sync_method": "checkpoint",
     "model.lora_configs": [{"lora_rank": 8}],
     "explorer.rollout_model.lora_modules": [{"name": "adapter", "path": "/adapters/a"}],

@@ -47,7 +47,10 @@ def _run_stages(args: argparse.Namespace, world) -> int:
             print_notes(stage.notes, stage.config.stage_name)
             path = write_resolved(stage.config)
             print(f"{stage.config.stage_name or 'run'}: resolved config written to {path}")
-        from trivium.runtime.launcher import launch  # the heavy imports, once the config is known good
+        from trivium.runtime.local_ray import ray_started_for
+
+        with ray_started_for(stages[0].config):
+            from trivium.runtime.launcher import launch  # the heavy imports, once the config is known good
 
         for stage in stages:
             config = stage.config

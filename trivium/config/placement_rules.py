@@ -39,3 +39,27 @@ def check_placement(config: TriviumConfig, problems: list[Problem]) -> None:
                 "cluster.node_num, cluster.gpu_per_node and the engines' engine_num * tensor_parallel_size; "
                 "`trivium plan` shows the layout); remove it or make it agree",
             ))
+    _check_engines_in_explorer(config, problems)
+
+
+def _check_engines_in_explorer(config: TriviumConfig, problems: list[Problem]) -> None:
+    """Engines inside the explorer's actor compute on the CPU and are of a type that shares a process."""
+    cluster = config.cluster
+    if not (cluster.uses_ray and cluster.engines_in_explorer and traits_of(config.mode).explores):
+        return
+    if cluster.device_type == "cuda":
+        problems.append(Problem(
+            "cluster.engines_in_explorer",
+            "is true but the cluster has GPUs: each rollout engine takes its GPUs in an actor of its own; "
+            "remove it (null decides) or run on the CPU (cluster.gpu_per_node: 0)",
+        ))
+        return
+    from trivium.models.engine import shares_explorer_process
+
+    engine_type = config.explorer.rollout_model.engine_type
+    if not shares_explorer_process(engine_type):
+        problems.append(Problem(
+            "cluster.engines_in_explorer",
+            f"is true but '{engine_type}' engines cannot share the explorer's process "
+            "(explorer.rollout_model.engine_type); remove it (null decides) or use engine_type: hf",
+        ))

@@ -209,7 +209,8 @@ def _placement_line(config: TriviumConfig) -> str:
         return "placement: this process" + (" (explorer and trainer in two threads)" if threads else "")
     actors = []
     if mode in EXPLORING_MODES:
-        actors += ["explorer", f"{config.explorer.rollout_model.engine_num} rollout engine(s)"]
+        engines = f"{config.explorer.rollout_model.engine_num} rollout engine(s)"
+        actors += [f"explorer hosting {engines}"] if cluster.engines_in_explorer else ["explorer", engines]
     if mode in TRAINING_MODES:
         actors.append("trainer")
     where = f"joins the Ray cluster at {cluster.ray_address}" if cluster.ray_address else "starts a local Ray"

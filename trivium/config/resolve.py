@@ -29,6 +29,7 @@ from trivium.config.resolve_devices import (
     fill_compute_device,
     fill_devices,
     fill_engine_types,
+    fill_engines_in_explorer,
     fill_eval_interval,
     fill_placement,
     fill_placement_keys,
@@ -88,6 +89,7 @@ def resolve_with_notes(config: TriviumConfig) -> tuple[TriviumConfig, list[Sugge
     fill_engine_types(config, notes)
     fill_lora_serving(config)
     fill_placement(config, notes)
+    fill_engines_in_explorer(config, notes)
     fill_sync(config, notes)
     fill_eval_interval(config, notes)
     fill_trainer(config, notes)

@@ -2,7 +2,8 @@
 
 Fills the device split (GPUs detected when ``cluster.gpu_per_node`` is unset, the explorer's,
 auxiliary models' and trainer's shares), the compute device, Trinity-RFT's placement keys, the
-engine type ``auto`` picks, whether the run is placed on Ray, the sync method, and an
+engine type ``auto`` picks, whether the run is placed on Ray and, there, whether the engines run
+inside the explorer's actor, the sync method, and an
 evaluation interval that falls on sync steps. Called in this order by
 ``trivium.config.resolve.resolve_with_notes``; each rule only reads values filled before it.
 """
@@ -141,6 +142,31 @@ def fill_placement(config: TriviumConfig, notes: list[Suggestion]) -> None:
         cluster.uses_ray = bool(cluster.ray_address) or cluster.node_num > 1 or devices > 1
     else:
         cluster.uses_ray = cluster.placement == "ray"
+
+
+def fill_engines_in_explorer(config: TriviumConfig, notes: list[Suggestion]) -> None:
+    """On Ray, whether the rollout engines run inside the explorer's actor: ``null`` picks it when
+    the run computes on the CPU of one machine and the engine type can share a process (the
+    processes would only add start-up); the placement checks refuse an explicit choice that
+    cannot hold (``placement_rules.py``). In one process the engines are the explorer's anyway."""
+    cluster = config.cluster
+    if not cluster.uses_ray or config.mode not in EXPLORING_MODES:
+        if cluster.engines_in_explorer is False:
+            notes.append(Suggestion(
+                "cluster.engines_in_explorer",
+                "false applies to Ray runs that explore; this run keeps its engines in its own process",
+                "note",
+            ))
+        cluster.engines_in_explorer = True
+        return
+    if cluster.engines_in_explorer is None:
+        from trivium.models.engine import shares_explorer_process
+
+        cluster.engines_in_explorer = (
+            cluster.device_type == "cpu"
+            and cluster.node_num == 1
+            and shares_explorer_process(config.explorer.rollout_model.engine_type)
+        )
 
 
 # ---------------------------------------------------------------- synchronization

@@ -313,6 +313,13 @@ class ClusterConfig:
         "cluster's placement on machines without GPUs.",
         ["auto", "cuda", "cpu"],
     )
+    engines_in_explorer: Optional[bool] = opt(
+        None,
+        "On Ray: run the rollout engines inside the explorer's actor (one process for all of them) "
+        "instead of an actor each. null decides: inside when the run computes on the CPU of one "
+        "machine and the engine type can share a process (hf, external), which starts fewer "
+        "processes; an actor each otherwise (GPUs, vLLM, several machines).",
+    )
 
 
 # ---------------------------------------------------------------- buffer

@@ -1,10 +1,11 @@
 """The actors of a Ray run and the handles the rest of trivium sees them through.
 
 - ``EngineHost``: one inference engine in its own process, with its end of the weight
-  broadcast group.
+  broadcast group (``WeightReceiver``).
 - ``ExplorerActor`` / ``TrainerActor``: the workers of ``trivium.runtime.workers`` in their own
   processes, looking up the run's shared experience queues by name; the explorer sees the
-  engine actors through ``RemoteEngine``, the trainer holds its end of the weight broadcast.
+  engine actors through ``RemoteEngine`` or, with ``cluster.engines_in_explorer``, hosts the
+  engines itself and receives their weights; the trainer holds its end of the weight broadcast.
 - ``QueueClient``: the explorer's and trainer's side of a shared experience queue, whose
   actor is ``queue_host.QueueHost``.
 - ``ActorProxy``: blocking calls on a worker actor, as if it were the local object.
@@ -17,6 +18,7 @@ message; ``RemoteEngine``, the engine interface over an ``EngineHost`` handle, i
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -84,11 +86,69 @@ class ActorProcess:
 # ---------------------------------------------------------------- workers
 
 
-class ExplorerActor(ActorProcess, ExplorerWorker):
-    def __init__(self, settings: RunSettings, engine_handles: list[Any], torch_threads: int | None):
+class WeightReceiver:
+    """A process's end of the trainer's weight broadcast, for the engines it hosts
+    (``hosted_engines``): one rank for the process, whose buckets each engine copies in; or,
+    for an engine whose own workers receive the tensors (vllm), one rank per worker."""
+
+    hosted_engines: Sequence[InferenceEngine] = ()
+    receiver_name = "rollout engines"
+    group = None
+    log: Any
+
+    def _receiving_engine(self) -> InferenceEngine | None:
+        """The engine that joins the broadcast with its own workers, when this process has one."""
+        engines = self.hosted_engines
+        joins = len(engines) == 1 and getattr(engines[0], "joins_weight_broadcast", False)
+        return engines[0] if joins else None
+
+    def broadcast_ranks(self) -> int:
+        """Ranks this process takes in the weight broadcast group: one per receiving process."""
+        engine = self._receiving_engine()
+        return engine.weight_broadcast_ranks() if engine is not None else 1
+
+    def join_broadcast_group(self, address: str, port: int, rank: int, world_size: int, backend: str, timeout: float) -> None:
+        """Join as ``rank`` (and the following ranks, for an engine with several workers)."""
+        engine = self._receiving_engine()
+        if engine is not None:
+            engine.join_weight_broadcast(
+                address=address, port=port, rank=rank, world_size=world_size, backend=backend, timeout=timeout
+            )
+            return
+        from trivium.sync.collective import WeightBroadcastGroup
+
+        self.group = WeightBroadcastGroup(
+            address=address, port=port, rank=rank, world_size=world_size, backend=backend, timeout=timeout
+        )
+
+    def receive_broadcast(self, spec, version: int) -> int:
+        """Take version ``version`` from the broadcast into every hosted engine; the version they serve."""
+        engine = self._receiving_engine()
+        if engine is not None:
+            served = engine.receive_weight_broadcast(spec, version)
+        else:
+            for bucket in self.group.receive(spec):
+                for hosted in self.hosted_engines:
+                    hosted.update_weights(bucket, version)
+            served = min(hosted.version() for hosted in self.hosted_engines)
+        self.log.info("%s loaded weight version %d by broadcast", self.receiver_name, version)
+        return served
+
+
+class ExplorerActor(ActorProcess, WeightReceiver, ExplorerWorker):
+    """The explorer, seeing engine actors through ``RemoteEngine``, or, without ``engine_handles``
+    (``cluster.engines_in_explorer``), hosting the rollout engines itself and receiving their weights."""
+
+    def __init__(self, settings: RunSettings, engine_handles: list[Any] | None, torch_threads: int | None):
         with collector_paused():
             prepare_actor_process(settings, torch_threads)
-            super().__init__(settings, engines=remote_engines(engine_handles, settings.explorer.rollout))
+            if engine_handles is None:
+                from trivium.runtime.builders import build_engines
+
+                engines = self.hosted_engines = build_engines(settings.explorer.rollout)
+            else:
+                engines = remote_engines(engine_handles, settings.explorer.rollout)
+            super().__init__(settings, engines=engines)
 
 
 class TrainerActor(ActorProcess, TrainerWorker):
@@ -124,7 +184,7 @@ class TrainerActor(ActorProcess, TrainerWorker):
 # ---------------------------------------------------------------- engines
 
 
-class EngineHost(ActorProcess):
+class EngineHost(ActorProcess, WeightReceiver):
     """An inference engine in its own process."""
 
     def __init__(self, settings: EngineSettings, index: int, run: RunSettings, torch_threads: int | None):
@@ -142,10 +202,10 @@ class EngineHost(ActorProcess):
             load_plugin_dir(directory)
         if torch_threads:
             torch.set_num_threads(torch_threads)
-        self.name = f"rollout_engine_{index}"
+        self.name = self.receiver_name = f"rollout_engine_{index}"
         self.log = setup_component_logger(run.run_dir, self.name, run.log.level, run.log.group_by_node)
         self.engine = create_engine(settings.engine_type, **settings.factory_kwargs(index))
-        self.group = None
+        self.hosted_engines = [self.engine]
         self.log.info("%s serves %s (%s)", self.name, settings.model_path, settings.engine_type)
 
     def generate(self, prompts, params):
@@ -168,36 +228,6 @@ class EngineHost(ActorProcess):
 
     def vocab_size(self) -> int | None:
         return getattr(self.engine, "vocab_size", None)
-
-    def broadcast_ranks(self) -> int:
-        """Ranks this engine takes in the weight broadcast group: one per receiving process."""
-        return self.engine.weight_broadcast_ranks() if self._engine_joins_broadcast() else 1
-
-    def _engine_joins_broadcast(self) -> bool:
-        return bool(getattr(self.engine, "joins_weight_broadcast", False))
-
-    def join_broadcast_group(self, address: str, port: int, rank: int, world_size: int, backend: str, timeout: float) -> None:
-        """Join as ``rank`` (and the following ranks, for an engine with several workers)."""
-        if self._engine_joins_broadcast():  # its workers receive the tensors themselves
-            self.engine.join_weight_broadcast(
-                address=address, port=port, rank=rank, world_size=world_size, backend=backend, timeout=timeout
-            )
-            return
-        from trivium.sync.collective import WeightBroadcastGroup
-
-        self.group = WeightBroadcastGroup(
-            address=address, port=port, rank=rank, world_size=world_size, backend=backend, timeout=timeout
-        )
-
-    def receive_broadcast(self, spec, version: int) -> int:
-        if self._engine_joins_broadcast():
-            served = self.engine.receive_weight_broadcast(spec, version)
-        else:
-            for bucket in self.group.receive(spec):
-                self.engine.update_weights(bucket, version)
-            served = self.engine.version()
-        self.log.info("%s loaded weight version %d by broadcast", self.name, version)
-        return served
 
     def close(self) -> None:
         self.engine.close()

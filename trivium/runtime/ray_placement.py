@@ -1,7 +1,8 @@
 """The ``ray`` placement: start or join Ray, reserve resources, create the actors.
 
 It also runs the collective weight transport's broadcast: it joins the trainer actor and
-every engine actor in a process group and drives both ends of each version's broadcast.
+every process hosting engines in a process group and drives both ends of each version's
+broadcast.
 
 Every actor has a bundle: each rollout engine, each rank of the trainer (ranks 1..N-1 are
 started by the trainer actor, see ``ray_trainer_ranks.py``), the explorer and, beside it, the
@@ -11,11 +12,14 @@ engine's bundle holding its GPUs and a rank's its GPU, checked against the live 
 (``ray_fit.py``); ``ray_placement.json`` records where each actor landed. On CPU-only
 machines one group packs a fraction of a CPU per actor, so a 2-core machine never waits for
 resources that do not exist; each process then sets its own torch thread count so the cores
-are split, not oversubscribed.
+are split, not oversubscribed. There, engines that can share a process run inside the
+explorer's actor (``cluster.engines_in_explorer``): no process of their own to start, import
+torch in and load the model in, which on a small machine is most of a run's start-up.
 
-Without ``cluster.ray_address`` (or ``RAY_ADDRESS``) a local Ray is started and shut down at
-the end; with one, the run joins that cluster and leaves it running. Actors are named in the
-run's namespace (``ray_namespace``) and killed at the end of the run either way.
+Without ``cluster.ray_address`` (or ``RAY_ADDRESS``) a local Ray is started (``local_ray.py``;
+``trivium run`` starts it before its own heavy imports) and shut down at the end; with one,
+the run joins that cluster and leaves it running. Actors are named in the run's namespace
+(``ray_namespace``) and killed at the end of the run either way.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from trivium.config.gpu_layout import GpuLayout
 from trivium.core.durations import seconds_text
 from trivium.core.storage_kinds import storage_kind
 from trivium.errors import ComponentDied, UserError
+from trivium.runtime import local_ray
 from trivium.runtime.placement import PLACEMENT_TYPES, Placement
 from trivium.runtime.queue_host import QueueHost, queue_actor_name
 from trivium.runtime.ray_actors import (
@@ -67,18 +72,14 @@ class RayPlacement(Placement):
 
         super().__init__(settings)
         placement = settings.placement
-        self.started_ray = False
-        if not ray.is_initialized():
-            if placement.ray_address:
-                ray.init(address=placement.ray_address, namespace=placement.namespace, log_to_driver=True)
-            else:
-                ray.init(namespace=placement.namespace, include_dashboard=False, log_to_driver=True)
-                self.started_ray = True
+        self.started_ray = local_ray.connect(placement.ray_address, placement.namespace)
         self.namespace = placement.namespace
         # GPUs are reserved and assigned whenever the cluster has them; they are computed on
         # only with compute_device cuda (cpu: a placement rehearsal on machines without GPUs).
         self.on_gpus = placement.device_type == "cuda"
         self.computes_on_gpus = placement.compute_device == "cuda"
+        # Checked by validate() (placement_rules.py): only on CPU, with engines that share a process.
+        self.engines_in_explorer = placement.engines_in_explorer and settings.traits.explores
         self.handles: dict[str, Any] = {}
         self.engine_handles: list[Any] = []
         self.trainer_handle = None
@@ -105,7 +106,9 @@ class RayPlacement(Placement):
         settings, bundles = self.settings, []
         names = []
         if settings.traits.explores:
-            names += [f"engine_{index}" for index in range(settings.explorer.rollout.count)] + ["explorer"]
+            if not self.engines_in_explorer:
+                names += [f"engine_{index}" for index in range(settings.explorer.rollout.count)]
+            names.append("explorer")
         if settings.traits.trains:
             names += ["trainer", *(rank_actor_name(rank) for rank in range(1, settings.trainer.data_parallel_size))]
         for name in names:
@@ -230,14 +233,26 @@ class RayPlacement(Placement):
         return self.engine_handles  # built while the other actors are: ``placed`` waits for them
 
     def explorer(self) -> ExplorerSide:
+        """The explorer actor; it hosts the rollout engines itself with ``engines_in_explorer``,
+        computing with the engines' share of the cores."""
         import ray
 
-        engines = self.engines()
+        if self.engines_in_explorer:
+            engines, threads = None, self.engine_threads
+        else:
+            engines, threads = self.engines(), 1
         handle = ray.remote(ExplorerActor).options(**self._options("explorer", max_concurrency=2)).remote(
-            self.settings, engines, 1
+            self.settings, engines, threads
         )
         self.handles["explorer"] = handle
         return cast("ExplorerSide", ActorProxy(handle, "explorer"))
+
+    def _weight_receivers(self) -> dict[str, Any]:
+        """The actors that take the weight broadcast, by name: the explorer when it hosts the
+        engines, the engine actors otherwise."""
+        if self.engines_in_explorer:
+            return {"explorer": self.handles["explorer"]}
+        return {f"rollout_engine_{index}": handle for index, handle in enumerate(self.engine_handles)}
 
     def trainer(self, resume_step: int | None, transport: WeightTransport) -> TrainerSide:
         import ray
@@ -317,25 +332,21 @@ class RayPlacement(Placement):
         trainer = ActorProxy(self.trainer_handle, "trainer")
         address, port = trainer.node_address(), trainer.free_port()
         # An engine whose workers receive the weights themselves (vllm) takes one rank per worker.
-        ranks = [
-            call_actor(handle, f"rollout_engine_{index}", "broadcast_ranks")
-            for index, handle in enumerate(self.engine_handles)
-        ]
-        world = 1 + sum(ranks)
+        receivers = self._weight_receivers()
+        ranks = {name: call_actor(handle, name, "broadcast_ranks") for name, handle in receivers.items()}
+        world = 1 + sum(ranks.values())
         refs = {"trainer": self.trainer_handle.join_broadcast_group.remote(address, port, world, backend, timeout)}
         first_rank = 1
-        for index, (handle, count) in enumerate(zip(self.engine_handles, ranks)):
-            refs[f"rollout_engine_{index}"] = handle.join_broadcast_group.remote(
-                address, port, first_rank, world, backend, timeout
-            )
-            first_rank += count
+        for name, handle in receivers.items():
+            refs[name] = handle.join_broadcast_group.remote(address, port, first_rank, world, backend, timeout)
+            first_rank += ranks[name]
         self._wait_all(refs, timeout, what=f"joining the weight broadcast group ({backend})")
         logger.info("weight broadcast group ready: %d processes over %s at %s:%d", world, backend, address, port)
 
     def broadcast_weights(self, update: WeightUpdate, *, timeout: float) -> dict[str, float]:
         refs = {"trainer": self.trainer_handle.broadcast_staged.remote(update.version)}
-        for index, handle in enumerate(self.engine_handles):
-            refs[f"rollout_engine_{index}"] = handle.receive_broadcast.remote(update.spec, update.version)
+        for name, handle in self._weight_receivers().items():
+            refs[name] = handle.receive_broadcast.remote(update.spec, update.version)
         results = self._wait_all(refs, timeout, what=f"the broadcast of weight version {update.version}")
         return {"sync/bytes": float(results["trainer"])}
 
@@ -392,7 +403,7 @@ class RayPlacement(Placement):
         except Exception as error:
             logger.debug("could not remove the placement group: %s", error)
         # A joined cluster keeps running; this only disconnects from it.
-        ray.shutdown()
+        local_ray.disconnect()
 
 
 def _dead_actor(refs: list[Any], names: dict[Any, str], wait: float = 10.0) -> ComponentDied | None:

@@ -60,6 +60,7 @@ class PlacementSettings:
     trainer_devices: int
     explorer_devices: int
     layout: GpuLayout | None  # which GPU of which machine each component gets (config/gpu_layout.py)
+    engines_in_explorer: bool = True  # on Ray: the rollout engines run inside the explorer's actor
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,7 @@ def placement_settings(config: Any) -> PlacementSettings:
         trainer_devices=int(cluster.trainer_devices),
         explorer_devices=int(cluster.explorer_devices),
         layout=config_layout(config),
+        engines_in_explorer=bool(cluster.engines_in_explorer),
     )
 
 

@@ -45,6 +45,8 @@ def _create_hf(model_path: str | None, **kwargs) -> InferenceEngine:
 _create_hf.takes_lora_adapters = True
 # Trait: built with ``sampling_mask_cap``, the hf engine records each token's kept set.
 _create_hf.records_sampling_masks = True
+# Trait: several hf engines can run in one process beside the explorer, on a CPU.
+_create_hf.shares_explorer_process = True
 
 
 @ENGINES.register("vllm")
@@ -73,6 +75,10 @@ def _create_external(model_path: str | None = None, **kwargs) -> InferenceEngine
     return ExternalEngine(tokenizer_path=model_path, **kwargs)
 
 
+# Trait: an external engine is a client of a server elsewhere: any number fit in the explorer's process.
+_create_external.shares_explorer_process = True
+
+
 def takes_lora_adapters(engine_type: str) -> bool:
     """Whether engines of ``engine_type`` accept a LoRA adapter alone (``models/lora_delta.py``);
     others are sent whole merged weights. Plugin engines say so with a ``takes_lora_adapters``
@@ -93,6 +99,16 @@ def records_sampling_masks(engine_type: str) -> bool:
         return False
 
 
+def shares_explorer_process(engine_type: str) -> bool:
+    """Whether engines of ``engine_type`` can run, several to a process, inside the explorer's
+    process on a CPU (``cluster.engines_in_explorer``). Plugin engines say so with a
+    ``shares_explorer_process`` attribute on their factory."""
+    try:
+        return bool(getattr(ENGINES.get(engine_type), "shares_explorer_process", False))
+    except RegistryError:
+        return False
+
+
 def create_engine(engine_type: str = "hf", model_path: str | None = None, **kwargs) -> InferenceEngine:
     """Build an engine. Common keywords: dtype, seed, max_model_len; others are backend-specific,
     including the rollout-engine options of the config (``schema.InferenceModelConfig`` fields
@@ -105,4 +121,4 @@ def create_engine(engine_type: str = "hf", model_path: str | None = None, **kwar
 
 
 __all__ = ["ENGINES", "GenerationOutput", "InferenceEngine", "SamplingParams", "create_engine", "records_sampling_masks",
-           "takes_lora_adapters"]
+           "shares_explorer_process", "takes_lora_adapters"]

@@ -10,12 +10,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
-
-import torch
+from typing import TYPE_CHECKING, Literal
 
 from trivium.core.sampling_mask import SamplingMask
 from trivium.errors import UserError
+
+if TYPE_CHECKING:  # torch only in type hints: reading the engine registry's traits stays cheap
+    import torch
 
 
 @dataclass

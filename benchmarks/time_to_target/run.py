@@ -38,12 +38,12 @@ SYSTEMS = {
     "trl": ["trl_run.py"],
     "colocate": ["trivium_run.py", "--mode", "colocate"],
     "both": ["trivium_run.py", "--mode", "both"],
-    # Ray start-up (about 10-15 s on 2 cores) is part of its time, as a user waits for it.
+    # Ray start-up (about 10 s on 2 cores) is part of its time, as a user waits for it.
     "ray_both": ["trivium_run.py", "--mode", "both", "--placement", "ray", "--engines", "2"],
 }
 LABELS = {
     "trl": "TRL GRPOTrainer", "colocate": "trivium colocate", "both": "trivium both",
-    "ray_both": "trivium both on Ray (2 engine actors)",
+    "ray_both": "trivium both on Ray (explorer actor hosting 2 engines)",
 }
 
 

@@ -135,7 +135,7 @@ def main() -> None:
     parser.add_argument("--mode", choices=["colocate", "both"], required=True)
     parser.add_argument(
         "--placement", choices=["process", "ray"], default="process",
-        help="ray: explorer, engines and trainer as Ray actors (a local Ray, started and stopped by the run)",
+        help="ray: explorer (hosting the engines, on a CPU) and trainer as Ray actors (a local Ray, started and stopped by the run)",
     )
     parser.add_argument("--engines", type=int, default=1, help="rollout engines (explorer.rollout_model.engine_num)")
     parser.add_argument("--keep-run-dir", type=Path, help="write the run here and keep it (default: a temp dir)")

@@ -2,10 +2,10 @@
 
 Fills the device split (GPUs detected when ``cluster.gpu_per_node`` is unset, the explorer's,
 auxiliary models' and trainer's shares), the compute device, Trinity-RFT's placement keys, the
-engine type ``auto`` picks, whether the run is placed on Ray and, there, whether the engines run
-inside the explorer's actor, the sync method, and an
-evaluation interval that falls on sync steps. Called in this order by
-``trivium.config.resolve.resolve_with_notes``; each rule only reads values filled before it.
+engine type ``auto`` picks, whether the run is placed on Ray (and there, whether the engines
+run inside the explorer's actor), the sync method, and an evaluation interval that falls on
+sync steps. Called in this order by ``trivium.config.resolve.resolve_with_notes``; each rule
+only reads values filled before it.
 """
 
 from __future__ import annotations

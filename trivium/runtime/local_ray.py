@@ -3,8 +3,8 @@
 ``ray.init`` of a local Ray takes 3-4 s, most of it waiting for Ray's own processes to come
 up, while the run's driver has 1-2 s of imports of its own (torch, trivium's runtime).
 ``trivium run`` therefore starts Ray before it imports the runtime and imports it in a thread
-meanwhile (``importing_meanwhile``); the placement then finds Ray running and, knowing the
-run started it (``connect``), shuts it down at the end as if it had started it itself.
+meanwhile (``importing_meanwhile``); the placement then finds Ray running, takes the
+connection over (``connect`` does nothing a second time) and shuts it down at the end.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-# Whether the Ray this process is connected to was started by a run of this process.
-_started_here = False
 # What a run's driver imports before it builds anything: torch and trivium's runtime.
 RUNTIME_MODULE = "trivium.runtime.launcher"
 
@@ -34,28 +32,17 @@ def ray_started_for(config: Any) -> Iterator[None]:
     yield
 
 
-def connect(address: str | None, namespace: str) -> bool:
+def connect(address: str | None, namespace: str) -> None:
     """Join the Ray cluster at ``address``, or start a local Ray without one, unless this
-    process is connected already; whether the run started the Ray it is connected to."""
-    global _started_here
+    process is connected already."""
     import ray
 
-    if not ray.is_initialized():
-        if address:
-            ray.init(address=address, namespace=namespace, log_to_driver=True)
-        else:
-            ray.init(namespace=namespace, include_dashboard=False, log_to_driver=True)
-            _started_here = True
-    return _started_here
-
-
-def disconnect() -> None:
-    """Stop the local Ray the run started, or leave the cluster it joined (which keeps running)."""
-    global _started_here
-    import ray
-
-    ray.shutdown()
-    _started_here = False
+    if ray.is_initialized():
+        return
+    if address:
+        ray.init(address=address, namespace=namespace, log_to_driver=True)
+    else:
+        ray.init(namespace=namespace, include_dashboard=False, log_to_driver=True)
 
 
 @contextmanager

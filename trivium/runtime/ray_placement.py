@@ -72,7 +72,7 @@ class RayPlacement(Placement):
 
         super().__init__(settings)
         placement = settings.placement
-        self.started_ray = local_ray.connect(placement.ray_address, placement.namespace)
+        local_ray.connect(placement.ray_address, placement.namespace)
         self.namespace = placement.namespace
         # GPUs are reserved and assigned whenever the cluster has them; they are computed on
         # only with compute_device cuda (cpu: a placement rehearsal on machines without GPUs).
@@ -88,7 +88,8 @@ class RayPlacement(Placement):
         self._create_queues()
         cpus = int(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
         self.trainer_threads, self.engine_threads = self._thread_split(cpus)
-        logger.info("placed on Ray (namespace %s, %d CPUs, started here: %s)", self.namespace, cpus, self.started_ray)
+        where = f"the cluster at {placement.ray_address}" if placement.ray_address else "a local Ray"
+        logger.info("placed on %s (namespace %s, %d CPUs)", where, self.namespace, cpus)
 
     # ------------------------------------------------------------------ resources
     def _reserve(self) -> None:
@@ -403,7 +404,7 @@ class RayPlacement(Placement):
         except Exception as error:
             logger.debug("could not remove the placement group: %s", error)
         # A joined cluster keeps running; this only disconnects from it.
-        local_ray.disconnect()
+        ray.shutdown()
 
 
 def _dead_actor(refs: list[Any], names: dict[Any, str], wait: float = 10.0) -> ComponentDied | None:

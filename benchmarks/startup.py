@@ -168,8 +168,8 @@ HOW = {
                      "explorer step",
     "first rollout: whole run": "the same run, spawn to exit (one step, a final checkpoint, plots and report)",
     "first step on Ray": "`time/startup` of `trivium run` on `examples/ray_both.yaml`'s GRPO stage (the same "
-                         "overrides): a local Ray started, the explorer's actor hosting both engines, the trainer's "
-                         "actor, a queue actor",
+                         "overrides): a local Ray started, the explorer's actor hosting both engines and the "
+                         "experience queue, the trainer's actor",
     "first step on Ray, an actor per engine": "the same with `cluster.engines_in_explorer=false`: an actor for each "
                                               "of the two engines as well, as on GPUs",
     "torch + transformers floor": "a bare script: import torch and transformers, load the tiny tokenizer and "
@@ -211,8 +211,9 @@ def render(samples: dict[str, list[float]], repeats: int) -> str:
         "",
         (f"On Ray the first step comes {statistics.median(samples['first step on Ray']) - first_rollout:.2f} s "
          "later than in one process: `ray.init` of a local Ray (3-4 s on 2 cores, most of it waiting for Ray's own "
-         "processes; `trivium run` imports its runtime meanwhile), then the actors' processes, each importing "
-         "torch and building its side, all on the same 2 cores."),
+         "processes, among them a 1 s poll for the raylet's registration; `trivium run` imports its runtime "
+         "meanwhile), then the two actors' processes, each importing torch and transformers and building its "
+         "side on a core of its own."),
     ]
     return "\n".join(lines) + "\n"
 

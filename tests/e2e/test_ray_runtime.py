@@ -1,5 +1,5 @@
-"""Runs placed on Ray: the explorer (hosting two engines, or beside two engine actors) and the
-trainer as actors, weights broadcast over gloo.
+"""Runs placed on Ray: the explorer (hosting two engines, or beside two engine actors, and the
+shared experience queue) and the trainer as actors, weights broadcast over gloo.
 
 Each run is a `trivium run` subprocess, as a user starts it, so that Ray's processes belong
 to the run and not to the test session; the tests check what the user sees (exit code,
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -50,6 +51,9 @@ def test_ray_both_learns_and_leaves_no_ray_process(tmp_path, assets):
     )
     result = run_to_end(write(tmp_path, config), "--plugin-dir", str(plugins))
     assert result.returncode == 0, result.stderr[-3000:]
+    # Ray's own log lines stay off the console at the default log level (local_ray.py).
+    ray_lines = re.findall(r".*\t(?:INFO|WARNING) \w+\.py:\d+ -- .*", result.stdout + result.stderr)
+    assert ray_lines == [], ray_lines
     run_dir = tmp_path / "runs" / "e2e" / "run"
     actors = json.loads((run_dir / "ray_actors.json").read_text())
     # On a CPU the explorer's actor hosts the engines (cluster.engines_in_explorer: null decides).

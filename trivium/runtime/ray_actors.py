@@ -3,11 +3,10 @@
 - ``EngineHost``: one inference engine in its own process, with its end of the weight
   broadcast group (``WeightReceiver``).
 - ``ExplorerActor`` / ``TrainerActor``: the workers of ``trivium.runtime.workers`` in their own
-  processes, looking up the run's shared experience queues by name; the explorer sees the
-  engine actors through ``RemoteEngine`` or, with ``cluster.engines_in_explorer``, hosts the
-  engines itself and receives their weights; the trainer holds its end of the weight broadcast.
-- ``QueueClient``: the explorer's and trainer's side of a shared experience queue, whose
-  actor is ``queue_host.QueueHost``.
+  processes; the one that writes the run's shared experience queues holds them
+  (``queue_host.py``). The explorer sees the engine actors through ``RemoteEngine`` or, with
+  ``cluster.engines_in_explorer``, hosts the engines itself and receives their weights; the
+  trainer holds its end of the weight broadcast.
 - ``ActorProxy``: blocking calls on a worker actor, as if it were the local object.
 
 Calls go through Ray (``ray_calls.py``: errors come back as the original exception, and an
@@ -25,7 +24,7 @@ import torch
 
 from trivium.explorer.settings import EngineSettings
 from trivium.models.engine.base import InferenceEngine
-from trivium.runtime.queue_host import queue_actor_name
+from trivium.runtime.queue_host import QueueHosting, QueueRoute, share_queues
 from trivium.runtime.ray_calls import RemoteEngine, call_actor
 from trivium.runtime.settings import RunSettings
 from trivium.runtime.startup_collector import collector_paused
@@ -47,19 +46,19 @@ class ActorProxy:
         return lambda *args, **kwargs: call_actor(self.handle, self.name, method, *args, **kwargs)
 
 
-def prepare_actor_process(settings: RunSettings, torch_threads: int | None) -> None:
-    """In a fresh actor process: the run's plugins, its queues shared by name, and the compute threads."""
-    import ray
-
-    from trivium.buffer.queue_storage import share_queues_through
+def prepare_actor_process(settings: RunSettings, torch_threads: int | None, queues: QueueRoute | None = None,
+                          actor_name: str = "", actor: QueueHosting | None = None) -> None:
+    """In a fresh actor process (``actor_name``, whose object is ``actor``): the run's plugins,
+    its shared queues (held here when this actor is their host; ``None``: an actor that uses
+    none), and the compute threads."""
     from trivium.registry import load_plugin_dir
     from trivium.runtime.quiet_output import quiet_third_party_output
 
     quiet_third_party_output(settings.log.level)
     for directory in settings.plugin_dirs:
         load_plugin_dir(directory)
-    namespace = settings.placement.namespace
-    share_queues_through(lambda name: QueueClient(ray.get_actor(queue_actor_name(name), namespace=namespace), name))
+    if queues is not None:
+        share_queues(queues, actor_name, actor)
     if torch_threads:
         torch.set_num_threads(torch_threads)
 
@@ -135,13 +134,15 @@ class WeightReceiver:
         return served
 
 
-class ExplorerActor(ActorProcess, WeightReceiver, ExplorerWorker):
+class ExplorerActor(ActorProcess, QueueHosting, WeightReceiver, ExplorerWorker):
     """The explorer, seeing engine actors through ``RemoteEngine``, or, without ``engine_handles``
-    (``cluster.engines_in_explorer``), hosting the rollout engines itself and receiving their weights."""
+    (``cluster.engines_in_explorer``), hosting the rollout engines itself and receiving their
+    weights; the host of the run's shared queues, which it writes."""
 
-    def __init__(self, settings: RunSettings, engine_handles: list[Any] | None, torch_threads: int | None):
+    def __init__(self, settings: RunSettings, engine_handles: list[Any] | None, torch_threads: int | None,
+                 queues: QueueRoute):
         with collector_paused():
-            prepare_actor_process(settings, torch_threads)
+            prepare_actor_process(settings, torch_threads, queues, "explorer", self)
             if engine_handles is None:
                 from trivium.runtime.builders import build_engines
 
@@ -151,11 +152,13 @@ class ExplorerActor(ActorProcess, WeightReceiver, ExplorerWorker):
             super().__init__(settings, engines=engines)
 
 
-class TrainerActor(ActorProcess, TrainerWorker):
+class TrainerActor(ActorProcess, QueueHosting, TrainerWorker):
+    """The trainer; the host of the run's shared queues when the run does not explore."""
+
     def __init__(self, settings: RunSettings, resume_step: int | None, torch_threads: int | None,
-                 transport: WeightTransport, rank_launcher: Any = None):
+                 transport: WeightTransport, queues: QueueRoute, rank_launcher: Any = None):
         with collector_paused():
-            prepare_actor_process(settings, torch_threads)
+            prepare_actor_process(settings, torch_threads, queues, "trainer", self)
             super().__init__(settings, transport=transport, resume_step=resume_step, rank_launcher=rank_launcher)
 
     def node_address(self) -> str:
@@ -239,41 +242,3 @@ def remote_engines(handles: list[Any], engine: EngineSettings) -> list[Inference
         RemoteEngine(handle, tokenizer_path=engine.model_path, name=f"rollout_engine_{index}")
         for index, handle in enumerate(handles)
     ]
-
-
-# ---------------------------------------------------------------- shared queues
-
-
-class QueueClient:
-    """What queue readers and writers call, forwarded to a ``QueueHost``."""
-
-    def __init__(self, handle: Any, name: str):
-        self.handle = handle
-        self.name = name
-
-    def _call(self, method: str, *args: Any) -> Any:
-        return call_actor(self.handle, f"experience queue '{self.name}'", method, *args)
-
-    def register_writer(self) -> None:
-        self._call("register_writer")
-
-    def writer_finished(self) -> None:
-        self._call("writer_finished")
-
-    def put(self, experiences) -> None:
-        self._call("put", experiences)
-
-    def get(self, batch_size: int, timeout: float):
-        return self._call("get", batch_size, timeout)
-
-    def close_consumer(self) -> None:
-        self._call("close_consumer")
-
-    def unread(self, max_explore_step: int | None = None):
-        return self._call("unread", max_explore_step)
-
-    def replace_unread(self, held) -> int:
-        return self._call("replace_unread", held)
-
-    def __len__(self) -> int:
-        return self._call("size")

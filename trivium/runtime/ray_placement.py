@@ -5,16 +5,17 @@ every process hosting engines in a process group and drives both ends of each ve
 broadcast.
 
 Every actor has a bundle: each rollout engine, each rank of the trainer (ranks 1..N-1 are
-started by the trainer actor, see ``ray_trainer_ranks.py``), the explorer and, beside it, the
-shared experience queues. On a cluster with GPUs the bundles follow the run's GPU layout
-(``config/gpu_layout.py``): one STRICT_PACK placement group per machine of the layout, an
-engine's bundle holding its GPUs and a rank's its GPU, checked against the live nodes first
-(``ray_fit.py``); ``ray_placement.json`` records where each actor landed. On CPU-only
-machines one group packs a fraction of a CPU per actor, so a 2-core machine never waits for
-resources that do not exist; each process then sets its own torch thread count so the cores
-are split, not oversubscribed. There, engines that can share a process run inside the
-explorer's actor (``cluster.engines_in_explorer``): no process of their own to start, import
-torch in and load the model in, which on a small machine is most of a run's start-up.
+started by the trainer actor, see ``ray_trainer_ranks.py``) and the explorer; the shared
+experience queues live in the process of their writer (``queue_host.py``). On a cluster
+with GPUs the bundles follow the run's GPU layout (``config/gpu_layout.py``): one
+STRICT_PACK placement group per machine of the layout, an engine's bundle holding its GPUs
+and a rank's its GPU, checked against the live nodes first (``ray_fit.py``);
+``ray_placement.json`` records where each actor landed. On CPU-only machines one group packs
+a fraction of a CPU per actor, so a 2-core machine never waits for resources that do not
+exist; each process then sets its own torch thread count so the cores are split, not
+oversubscribed. There, engines that can share a process run inside the explorer's actor
+(``cluster.engines_in_explorer``): no process of their own to start, import torch in and load
+the model in, which on a small machine is most of a run's start-up.
 
 Without ``cluster.ray_address`` (or ``RAY_ADDRESS``) a local Ray is started (``local_ray.py``;
 ``trivium run`` starts it before its own heavy imports) and shut down at the end; with one,
@@ -35,7 +36,7 @@ from trivium.core.storage_kinds import storage_kind
 from trivium.errors import ComponentDied, UserError
 from trivium.runtime import local_ray
 from trivium.runtime.placement import PLACEMENT_TYPES, Placement
-from trivium.runtime.queue_host import QueueHost, queue_actor_name
+from trivium.runtime.queue_host import QUEUE_CALLS, QUEUE_CONCURRENCY, QueueRoute
 from trivium.runtime.ray_actors import (
     ActorProxy,
     EngineHost,
@@ -59,8 +60,6 @@ logger = logging.getLogger("trivium.runtime")
 CPU_SLICE = 0.25
 ACTOR_TABLE = "ray_actors.json"
 PLACEMENT_TABLE = "ray_placement.json"
-# Threads a queue actor needs: blocked writers and readers each hold one.
-QUEUE_CONCURRENCY = 16
 
 
 @PLACEMENT_TYPES.register("ray")
@@ -72,7 +71,7 @@ class RayPlacement(Placement):
 
         super().__init__(settings)
         placement = settings.placement
-        local_ray.connect(placement.ray_address, placement.namespace)
+        local_ray.connect(placement.ray_address, placement.namespace, settings.log.level)
         self.namespace = placement.namespace
         # GPUs are reserved and assigned whenever the cluster has them; they are computed on
         # only with compute_device cuda (cpu: a placement rehearsal on machines without GPUs).
@@ -85,7 +84,7 @@ class RayPlacement(Placement):
         self.trainer_handle = None
         self._slots: dict[str, tuple[int, int]] = {}
         self._reserve()
-        self._create_queues()
+        self.queues = self._queue_route()
         cpus = int(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
         self.trainer_threads, self.engine_threads = self._thread_split(cpus)
         where = f"the cluster at {placement.ray_address}" if placement.ray_address else "a local Ray"
@@ -192,9 +191,9 @@ class RayPlacement(Placement):
         trainer = max(1, cpus - cpus // 2)
         return trainer, max(1, math.floor((cpus - trainer) / engines))
 
-    def _create_queues(self) -> None:
-        import ray
-
+    def _queue_route(self) -> QueueRoute:
+        """The run's in-memory queues shared across processes, held by their writer: the
+        explorer, or the trainer in a run that does not explore."""
         storages = {}
         if self.settings.explorer is not None:
             storages[self.settings.explorer.experience_buffer.name] = self.settings.explorer.experience_buffer
@@ -202,20 +201,20 @@ class RayPlacement(Placement):
             inputs = self.settings.trainer_input
             for storage in [inputs.experience_buffer, *(buffer for _, buffer in inputs.auxiliary_buffers)]:
                 storages[storage.name] = storage
-        beside = "explorer" if "explorer" in self._slots else "trainer"  # a queue lives beside its writer
-        for storage in storages.values():
-            kind = storage_kind(storage.storage_type)
-            if kind.durable or not kind.shared_across_processes:  # only an in-memory shared one needs a host
-                continue
-            name = queue_actor_name(storage.name)
-            handle = (
-                ray.remote(QueueHost)
-                .options(**self._options(beside, max_concurrency=QUEUE_CONCURRENCY) | {"name": name, "num_cpus": 0, "num_gpus": 0})
-                .remote(storage)
-            )
-            self.handles[name] = handle
-        # Not waited for here: a named actor can be looked up as soon as it is created, so the
-        # queues start while the workers do, and ``placed`` waits for them with the rest.
+        kinds = {name: storage_kind(storage.storage_type) for name, storage in storages.items()}
+        # Only an in-memory queue shared by name needs a host; a durable one is shared through its files.
+        shared = tuple(storage for name, storage in storages.items()
+                       if kinds[name].shared_across_processes and not kinds[name].durable)
+        host = "explorer" if "explorer" in self._slots else "trainer"
+        return QueueRoute(host=host, namespace=self.namespace, storages=shared)
+
+    def _worker(self, worker_class: type, name: str) -> Any:
+        """A worker actor class, placed as ``name``: the driver's calls and the queue calls (on
+        the queue host) each have their own threads."""
+        import ray
+
+        remote = ray.remote(concurrency_groups={QUEUE_CALLS: QUEUE_CONCURRENCY})(worker_class)
+        return remote.options(**self._options(name, max_concurrency=2))
 
     # ------------------------------------------------------------------ workers
     def engines(self) -> list[Any]:
@@ -236,15 +235,11 @@ class RayPlacement(Placement):
     def explorer(self) -> ExplorerSide:
         """The explorer actor; it hosts the rollout engines itself with ``engines_in_explorer``,
         computing with the engines' share of the cores."""
-        import ray
-
         if self.engines_in_explorer:
             engines, threads = None, self.engine_threads
         else:
             engines, threads = self.engines(), 1
-        handle = ray.remote(ExplorerActor).options(**self._options("explorer", max_concurrency=2)).remote(
-            self.settings, engines, threads
-        )
+        handle = self._worker(ExplorerActor, "explorer").remote(self.settings, engines, threads, self.queues)
         self.handles["explorer"] = handle
         return cast("ExplorerSide", ActorProxy(handle, "explorer"))
 
@@ -256,8 +251,6 @@ class RayPlacement(Placement):
         return {f"rollout_engine_{index}": handle for index, handle in enumerate(self.engine_handles)}
 
     def trainer(self, resume_step: int | None, transport: WeightTransport) -> TrainerSide:
-        import ray
-
         threads = None if self.computes_on_gpus else self.trainer_threads
         ranks = self.settings.trainer.data_parallel_size
         launcher = RayRanks(
@@ -267,8 +260,8 @@ class RayPlacement(Placement):
             on_gpus=self.on_gpus,
             torch_threads=threads,
         ) if ranks > 1 else None
-        handle = ray.remote(TrainerActor).options(**self._options("trainer", max_concurrency=2)).remote(
-            self.settings, resume_step, threads, transport, launcher
+        handle = self._worker(TrainerActor, "trainer").remote(
+            self.settings, resume_step, threads, transport, self.queues, launcher
         )
         self.handles["trainer"] = handle
         self.trainer_handle = handle
@@ -288,7 +281,7 @@ class RayPlacement(Placement):
 
         import ray
 
-        pids = {name: ray.get(handle.pid.remote()) for name, handle in self.handles.items() if not name.startswith("queue:")}
+        pids = {name: ray.get(handle.pid.remote()) for name, handle in self.handles.items()}
         if self.trainer_handle is not None:
             for rank in range(1, self.settings.trainer.data_parallel_size):
                 name = rank_actor_name(rank)
@@ -310,8 +303,7 @@ class RayPlacement(Placement):
                 machines[str(machine)] = next(iter(placement_group_table(group)["bundles_to_node_id"].values()))
         actors = {}
         for name, handle in self.handles.items():
-            if not name.startswith("queue:"):
-                actors[name] = ray.get(handle.where.remote())
+            actors[name] = ray.get(handle.where.remote())
         if self.trainer_handle is not None:
             for rank in range(1, self.settings.trainer.data_parallel_size):
                 name = rank_actor_name(rank)

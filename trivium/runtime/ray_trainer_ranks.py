@@ -36,7 +36,7 @@ class TrainerRankHost(ActorProcess):
     """One follower rank of the trainer, in its own Ray worker process."""
 
     def __init__(self, settings: RunSettings, torch_threads: int | None):
-        prepare_actor_process(settings, torch_threads)
+        prepare_actor_process(settings, torch_threads)  # no queue: rank 0 hands its followers their batches
 
     def follow(self, rank: int, device_index: int, rendezvous: Rendezvous, follower: Callable[..., None],
                follower_args: tuple) -> None:

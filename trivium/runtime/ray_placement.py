@@ -78,7 +78,7 @@ class RayPlacement(Placement):
         self.on_gpus = placement.device_type == "cuda"
         self.computes_on_gpus = placement.compute_device == "cuda"
         # Checked by validate() (placement_rules.py): only on CPU, with engines that share a process.
-        self.engines_in_explorer = placement.engines_in_explorer and settings.traits.explores
+        self.engines_in_explorer = placement.engines_in_explorer
         self.handles: dict[str, Any] = {}
         self.engine_handles: list[Any] = []
         self.trainer_handle = None

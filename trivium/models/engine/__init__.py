@@ -79,34 +79,31 @@ def _create_external(model_path: str | None = None, **kwargs) -> InferenceEngine
 _create_external.shares_explorer_process = True
 
 
-def takes_lora_adapters(engine_type: str) -> bool:
-    """Whether engines of ``engine_type`` accept a LoRA adapter alone (``models/lora_delta.py``);
-    others are sent whole merged weights. Plugin engines say so with a ``takes_lora_adapters``
-    attribute on their factory."""
+def _factory_trait(engine_type: str, trait: str) -> bool:
+    """A trait the factory of ``engine_type`` declares as an attribute (plugin engines too);
+    False when it does not, or the type is unknown."""
     try:
-        return bool(getattr(ENGINES.get(engine_type), "takes_lora_adapters", False))
+        return bool(getattr(ENGINES.get(engine_type), trait, False))
     except RegistryError:
         return False
+
+
+def takes_lora_adapters(engine_type: str) -> bool:
+    """Whether engines of ``engine_type`` accept a LoRA adapter alone (``models/lora_delta.py``);
+    others are sent whole merged weights."""
+    return _factory_trait(engine_type, "takes_lora_adapters")
 
 
 def records_sampling_masks(engine_type: str) -> bool:
     """Whether engines of ``engine_type`` record each sampled token's kept set when built with
-    ``sampling_mask_cap`` (sampling-mask replay). Plugin engines say so with a
-    ``records_sampling_masks`` attribute on their factory."""
-    try:
-        return bool(getattr(ENGINES.get(engine_type), "records_sampling_masks", False))
-    except RegistryError:
-        return False
+    ``sampling_mask_cap`` (sampling-mask replay)."""
+    return _factory_trait(engine_type, "records_sampling_masks")
 
 
 def shares_explorer_process(engine_type: str) -> bool:
     """Whether engines of ``engine_type`` can run, several to a process, inside the explorer's
-    process on a CPU (``cluster.engines_in_explorer``). Plugin engines say so with a
-    ``shares_explorer_process`` attribute on their factory."""
-    try:
-        return bool(getattr(ENGINES.get(engine_type), "shares_explorer_process", False))
-    except RegistryError:
-        return False
+    process on a CPU (``cluster.engines_in_explorer``)."""
+    return _factory_trait(engine_type, "shares_explorer_process")
 
 
 def create_engine(engine_type: str = "hf", model_path: str | None = None, **kwargs) -> InferenceEngine:

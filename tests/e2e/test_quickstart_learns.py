@@ -28,6 +28,7 @@ def test_quickstart_grpo_stage_raises_reward_and_accuracy(tmp_path, monkeypatch,
     assert last > first or min(first, last) >= 0.95, f"reward did not rise: {first:.3f} -> {last:.3f}"
     # Greedy answers to 200 held-out questions: a steadier signal than sampled training rewards.
     # RL does most of the learning here. On one thread the warm-up ends at 19.5% (seed 0), and
-    # 40 GRPO steps took it to 59% (49% of the gap to 1.0); one evaluation's standard error is
-    # at most 3.5 points.
-    assert closes_gap(evals[0], evals[-1], share=0.4), f"held-out accuracy did not rise enough: {evals}"
+    # 40 GRPO steps closed 46-62% of the gap to 1.0 in six runs (seeds 0-4, 0 twice: 56.5-69.5%),
+    # 40% in the slowest run seen. Closing 30% is +24 points from 19.5%; one evaluation's
+    # standard error is at most 3.5 points.
+    assert closes_gap(evals[0], evals[-1], share=0.3), f"held-out accuracy did not rise enough: {evals}"

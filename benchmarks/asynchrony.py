@@ -8,7 +8,8 @@ other (``time/idle_explorer``, ``time/idle_trainer``).
 
 Two scenarios: ``quickstart`` as it is (all CPU work), and ``verifier_latency``, where each
 answer also waits for a slow outside verifier (0.1 s, one task in 8 1.5 s; see
-``trivium_run.py --verifier-latency``); there fully_async also uses over-rollout.
+``trivium_run.py --verifier-latency``); there fully_async also uses over-rollout. fully_async runs
+twice: with the decoupled objective and with the engine's logprobs in the clipped ratio.
 
     python benchmarks/asynchrony.py [--seeds 0 1 2] [--latency-seeds 0 1] [--max-steps 400]
 
@@ -36,27 +37,34 @@ RESULTS = HERE / "results"
 # The explorer never waits at a sync point; it may run one batch ahead (sync_offset 1), and
 # stale tokens are weighted by pi_proximal / pi_engine (decoupled PPO).
 FULLY_ASYNC = ["--mode", "both", "--sync-style", "fully_async", "--old-logprobs", "decoupled"]
+# The same schedule with the engine's logprobs in the clipped ratio (off-policy PPO, as `both`).
+FULLY_ASYNC_ENGINE = ["--mode", "both", "--sync-style", "fully_async", "--old-logprobs", "engine"]
 LATENCY = ["--verifier-latency"]
+# A step goes on once 12 of its 16 tasks are verified (and 0.05 s more).
+OVER_ROLLOUT = ["--over-rollout", "0.25"]
 SCENARIOS = {
     "quickstart": {
         "colocate": ["--mode", "colocate"],
         "both": ["--mode", "both"],
         "fully_async": FULLY_ASYNC,
+        "fully_async_engine": FULLY_ASYNC_ENGINE,
     },
     "verifier_latency": {
         "colocate": ["--mode", "colocate", *LATENCY],
         "both": ["--mode", "both", *LATENCY],
-        # A step goes on once 12 of its 16 tasks are verified (and 0.05 s more).
-        "fully_async": [*FULLY_ASYNC, "--over-rollout", "0.25", *LATENCY],
+        "fully_async": [*FULLY_ASYNC, *OVER_ROLLOUT, *LATENCY],
+        "fully_async_engine": [*FULLY_ASYNC_ENGINE, *OVER_ROLLOUT, *LATENCY],
     },
 }
 LABELS = {
     ("quickstart", "colocate"): "colocate",
     ("quickstart", "both"): "both (fixed, sync_offset 1)",
     ("quickstart", "fully_async"): "both + fully_async (sync_offset 1, decoupled PPO)",
+    ("quickstart", "fully_async_engine"): "both + fully_async (sync_offset 1, engine logprobs)",
     ("verifier_latency", "colocate"): "colocate",
     ("verifier_latency", "both"): "both (fixed, sync_offset 1)",
     ("verifier_latency", "fully_async"): "both + fully_async + over-rollout 0.25 (decoupled PPO)",
+    ("verifier_latency", "fully_async_engine"): "both + fully_async + over-rollout 0.25 (engine logprobs)",
 }
 
 
@@ -168,8 +176,8 @@ def main() -> int:
                         help="seeds of the quickstart scenario (none: skip it)")
     parser.add_argument("--latency-seeds", type=int, nargs="*", default=[0, 1],
                         help="seeds of the verifier-latency scenario (none: skip it)")
-    parser.add_argument("--systems", nargs="+", choices=["colocate", "both", "fully_async"],
-                        default=["colocate", "both", "fully_async"])
+    parser.add_argument("--systems", nargs="+", choices=list(SCENARIOS["quickstart"]),
+                        default=list(SCENARIOS["quickstart"]))
     parser.add_argument("--max-steps", type=int, default=400)
     parser.add_argument("--work-dir", type=Path, default=ROOT / "benchmarks" / ".work")
     parser.add_argument("--output", type=Path, default=RESULTS / "asynchrony.md")

@@ -18,8 +18,8 @@ def shortened_config(tmp_path: Path, model: str, data: str) -> str:
     config["explorer"]["eval_interval"] = 14
     # Adam's first steps move every weight by about the learning rate whatever the gradient, so
     # the rate warms up over three steps. At the example's 1e-3, ten seeds (0-9) rose by 0.30 to
-    # 0.43. Faster rates collapse: at 2e-3 or 1.5e-3 one seed in ten fell to one-move episodes
-    # (success 0) within six steps, and ten steps at 1e-3 left one seed at +0.17.
+    # 0.43. Faster rates collapse: at 2e-3 (seeds 0-8) and at 1.5e-3 (seeds 0-9) seed 1 fell to
+    # one-move episodes (success 0) within six steps; ten steps at 1e-3 left one seed at +0.17.
     config["algorithm"]["optimizer"].update(lr=1e-3, lr_warmup_steps=3)
     warm_up = config["stages"][0]
     warm_up["buffer"].update(total_steps=12, train_batch_size=16)

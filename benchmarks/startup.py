@@ -210,10 +210,10 @@ def render(samples: dict[str, list[float]], repeats: int) -> str:
          "config checks, trivium's own imports, and building the trainer and the rollout engine."),
         "",
         (f"On Ray the first step comes {statistics.median(samples['first step on Ray']) - first_rollout:.2f} s "
-         "later than in one process: `ray.init` of a local Ray (3-5 s on 2 cores, most of it waiting for Ray's own "
-         "processes, among them a 1 s poll for the raylet's registration; `trivium run` imports its runtime "
-         "meanwhile), then the two actors' processes, each importing torch and transformers and building its "
-         "side on a core of its own."),
+         "later than in one process: `ray.init` of a local Ray (2.5-4 s on 2 cores, most of it waiting for Ray's "
+         "own processes: its API server, then the raylet's registration, which Ray polls for once a second; "
+         "`trivium run` imports its runtime meanwhile), then the two actors' processes, each importing torch and "
+         "transformers and building its side on a core of its own."),
     ]
     return "\n".join(lines) + "\n"
 

@@ -34,11 +34,12 @@ import common  # noqa: E402
 from machine import describe  # noqa: E402
 
 RESULTS = HERE / "results"
-# The explorer never waits at a sync point; it may run one batch ahead (sync_offset 1), and
-# stale tokens are weighted by pi_proximal / pi_engine (decoupled PPO).
-FULLY_ASYNC = ["--mode", "both", "--sync-style", "fully_async", "--old-logprobs", "decoupled"]
-# The same schedule with the engine's logprobs in the clipped ratio (off-policy PPO, as `both`).
-FULLY_ASYNC_ENGINE = ["--mode", "both", "--sync-style", "fully_async", "--old-logprobs", "engine"]
+# The explorer never waits at a sync point; it may run one batch ahead (sync_offset 1).
+FULLY_ASYNC_SCHEDULE = ["--mode", "both", "--sync-style", "fully_async"]
+# Stale tokens weighted by pi_proximal / pi_engine (decoupled PPO).
+FULLY_ASYNC = [*FULLY_ASYNC_SCHEDULE, "--old-logprobs", "decoupled"]
+# The engine's logprobs in the clipped ratio (off-policy PPO, as `both`).
+FULLY_ASYNC_ENGINE = [*FULLY_ASYNC_SCHEDULE, "--old-logprobs", "engine"]
 LATENCY = ["--verifier-latency"]
 # A step goes on once 12 of its 16 tasks are verified (and 0.05 s more).
 OVER_ROLLOUT = ["--over-rollout", "0.25"]
